@@ -1,0 +1,77 @@
+"""DRFL: Distributionally Robust Federated Averaging (DRFA; Deng, Kamani & Mahdavi,
+NeurIPS 2020, Algorithm 1), for min_w max_{lambda in simplex} sum_i lambda_i f_i(w).
+
+Round s:
+  1. the server samples a cohort D of m clients according to the mixing weights lambda
+     (with replacement) and a step t' uniformly from {1, ..., tau};
+  2. each client runs tau local SGD steps from w and returns its last iterate and the
+     iterate after t' steps; the server averages both: w_{s+1} and w^{t'};
+  3. the server samples U, m clients uniformly, which report their mini-batch loss
+     f_i(w^{t'}); v_i = n/m f_i(w^{t'}) for i in U (0 otherwise);
+  4. projected ascent on the weights: lambda <- Proj_simplex(lambda + weight_lr * tau * v).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.settings import require
+
+
+def project_simplex(v: torch.Tensor) -> torch.Tensor:
+    """Euclidean projection onto {x >= 0, sum x = 1} (sort-based, Duchi et al. 2008)."""
+    u, _ = torch.sort(v, descending=True)
+    css = torch.cumsum(u, 0) - 1
+    k = torch.arange(1, len(v) + 1, dtype=v.dtype)
+    rho = int(torch.nonzero(u - css / k > 0).max())
+    theta = css[rho] / (rho + 1)
+    return torch.clamp(v - theta, min=0)
+
+
+@dataclass
+class DRFLSettings(LocalSettings):
+    weight_lr: float = 0.08
+    """Learning rate gamma of the projected ascent on the mixing weights lambda."""
+
+    def validate(self, n_clients: int) -> None:
+        super().validate(n_clients)
+        require(self.weight_lr > 0, f"weight_lr must be > 0, got {self.weight_lr}")
+
+
+class DRFL(Algorithm):
+    name = "drfl"
+    Settings = DRFLSettings
+
+    def init_server_state(self, w0, n_clients):
+        return {"lambda": torch.full((n_clients,), 1.0 / n_clients, dtype=torch.float64)}
+
+    def server_round(self, ctx, w, state):
+        lam = state["lambda"]
+        n, m, tau = ctx.n_clients, self.s.cohort_size(ctx.n_clients), self.s.tau
+        g = ctx.rng()
+        cohort = torch.multinomial(lam.float(), m, replacement=True, generator=g).tolist()  # 1.
+        t_snap = int(torch.randint(1, tau + 1, (1,), generator=g))
+        sums = ctx.map("local", cohort, {"w": w, "t_snap": t_snap})  # 2.
+        w_next, w_snap = sums["w"] / sums["count"], sums["w_snap"] / sums["count"]
+        u_set = torch.randperm(n, generator=g)[:m].tolist()  # 3.
+        losses = ctx.map_each("loss", u_set, {"w": w_snap})
+        v = torch.zeros(n, dtype=torch.float64)
+        for i, out in losses.items():
+            v[i] = n / m * float(out["loss"])
+        state = {"lambda": project_simplex(lam + self.s.weight_lr * tau * v)}  # 4.
+        return w_next, state
+
+    def client_local(self, c, payload):
+        w, snap = local_sgd(
+            c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size,
+            lambda w, b, t: self.loss_grad(w, b), snapshot_at=payload["t_snap"],
+        )
+        return {"w": w, "w_snap": snap, "count": 1.0}
+
+    def client_loss(self, c, payload):
+        with torch.no_grad():
+            batch = c.data.batch(c.rng(0, stream=2), self.s.batch_size)
+            return {"loss": self.task.loss(payload["w"], batch)}

@@ -1,0 +1,55 @@
+"""q-FedAvg (Li, Sanjabi, Beirami & Smith, "Fair Resource Allocation in Federated
+Learning", ICLR 2020), the solver of q-FFL: min_w sum_k p_k F_k(w)^(q+1) / (q+1).
+
+Each sampled client k computes its loss F_k(w) at the global model, runs tau local SGD
+steps to w_k, and sends, with L = 1/lr (the Lipschitz estimate of the paper):
+
+    dw_k    = L (w - w_k)
+    Delta_k = F_k(w)^q dw_k
+    h_k     = q F_k(w)^(q-1) ||dw_k||^2 + L F_k(w)^q
+
+The server steps w <- w - sum_k Delta_k / sum_k h_k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.settings import require
+
+
+@dataclass
+class QFedAvgSettings(LocalSettings):
+    q: float = 0.2
+    """Fairness exponent q >= 0 of q-FFL (q = 0 is FedAvg's objective)."""
+
+    def validate(self, n_clients: int) -> None:
+        super().validate(n_clients)
+        require(self.q >= 0, f"q must be >= 0, got {self.q}")
+
+
+class QFedAvg(Algorithm):
+    name = "qfedavg"
+    Settings = QFedAvgSettings
+
+    def server_round(self, ctx, w, state):
+        cohort = ctx.sample(self.s.cohort_size(ctx.n_clients))
+        sums = ctx.map("local", cohort, {"w": w})
+        return w - sums["delta"] / sums["h"], state
+
+    def client_local(self, c, payload):
+        w0 = payload["w"]
+        with torch.no_grad():
+            # F_k(w) on the client's training data; the epsilon keeps F^(q-1) finite.
+            loss = self.task.loss(w0, (c.data.x, c.data.y)).clamp_min(1e-10)
+        w = local_sgd(c, w0, self.s.tau, self.s.lr, self.s.batch_size, lambda w, b, t: self.loss_grad(w, b))
+        L, q = 1.0 / self.s.lr, self.s.q
+        dw = L * (w0 - w)
+        fq = loss**q
+        return {
+            "delta": fq * dw,
+            "h": q * loss ** (q - 1) * dw.pow(2).sum() + L * fq,
+        }

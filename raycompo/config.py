@@ -1,0 +1,94 @@
+"""A run's configuration, and its resolution into validated task and algorithm settings."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from raycompo.settings import build, check_known, names, require
+
+BACKENDS = ("ray", "inline")
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run; `config.json` holds it, so any run can be repeated."""
+
+    task: str = "dro-mnist5k"
+    """Task name (see `python -m raycompo.run --list`)."""
+    algo: str = "comfedl"
+    """Algorithm name."""
+    rounds: int = 100
+    """Communication rounds S."""
+    seed: int = 0
+    """Seed of every random draw: data partition, initial model, cohorts, mini-batches."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Overrides of task and algorithm settings by flat key (lr, tau, gamma, ...)."""
+    backend: str = "ray"
+    """'ray' (client-host actors and a driver actor) or 'inline' (one process, the reference)."""
+    clients_per_actor: int | None = None
+    """Clients hosted by one Ray actor (None: spread the clients over the cluster's CPUs/GPUs)."""
+    cpus_per_actor: float = 1.0
+    """CPUs reserved by each client-host actor."""
+    gpus_per_actor: float = 0.0
+    """GPU fraction reserved by each client-host actor (e.g. 0.25: four hosts share a GPU)."""
+    eval_every: int = 1
+    """Evaluate the global model on every client every this many rounds."""
+    data_dir: str | None = None
+    """Where data sets are (or are downloaded to); default $RAYCOMPO_DATA or ~/.cache/raycompo/data."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class Resolved:
+    """A config with its classes looked up and its settings built and validated."""
+
+    config: RunConfig
+    task_cls: type
+    algo_cls: type
+    task_settings: Any
+    algo_settings: Any
+
+    @property
+    def n_clients(self) -> int:
+        return self.make_task().n_clients
+
+    def make_task(self):
+        return self.task_cls(self.task_settings, self.config.seed, self.config.data_dir)
+
+    def effective_settings(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self.task_settings), **dataclasses.asdict(self.algo_settings)}
+
+
+def resolve(cfg: RunConfig) -> Resolved:
+    """Look up the task and algorithm and build their settings: the task's paper defaults
+    for algorithm settings first, then the user's overrides. Raises ConfigError."""
+    from raycompo.algorithms import algorithm_class
+    from raycompo.tasks import task_class
+
+    require(cfg.rounds >= 1, f"rounds must be >= 1, got {cfg.rounds}")
+    require(cfg.backend in BACKENDS, f"unknown backend {cfg.backend!r}; choose one of: {', '.join(BACKENDS)}")
+    require(cfg.clients_per_actor is None or cfg.clients_per_actor >= 1, "clients_per_actor must be >= 1")
+    require(cfg.cpus_per_actor > 0, f"cpus_per_actor must be > 0, got {cfg.cpus_per_actor}")
+    require(cfg.gpus_per_actor >= 0, f"gpus_per_actor must be >= 0, got {cfg.gpus_per_actor}")
+    require(cfg.eval_every >= 1, f"eval_every must be >= 1, got {cfg.eval_every}")
+    require(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}")
+    task_cls = task_class(cfg.task)
+    algo_cls = algorithm_class(cfg.algo)
+    check_known(cfg.settings, task_cls.Settings, algo_cls.Settings, context=f"task {cfg.task} with algorithm {cfg.algo}")
+    task_settings = build(task_cls.Settings, cfg.settings)
+    task_settings.validate()
+    algo_keys = set(names(algo_cls.Settings))
+    algo_over = {k: v for k, v in {**task_cls.algo_defaults, **cfg.settings}.items() if k in algo_keys}
+    algo_settings = build(algo_cls.Settings, algo_over)
+    n_clients = task_cls(task_settings, cfg.seed, cfg.data_dir).n_clients
+    algo_settings.validate(n_clients)
+    return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings)

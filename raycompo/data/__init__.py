@@ -1,0 +1,1 @@
+"""Data sets (through torchvision, or shipped with installed packages) and partitions."""

@@ -1,0 +1,45 @@
+"""Client partitions used by the papers' experiments."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def imbalanced_sizes(n_clients: int, big: int, small: int, rng: np.random.Generator) -> tuple[list[int], int]:
+    """ComFedL section 5.1: one client chosen at random holds `big` samples, the others
+    `small` each. Returns (sizes per client, index of the big client)."""
+    big_client = int(rng.integers(n_clients))
+    sizes = [small] * n_clients
+    sizes[big_client] = big
+    return sizes, big_client
+
+
+def split_by_sizes(n_total: int, sizes: list[int], rng: np.random.Generator) -> list[np.ndarray]:
+    """Disjoint uniformly random index sets of the given sizes."""
+    if sum(sizes) > n_total:
+        raise ValueError(f"need {sum(sizes)} samples, have {n_total}")
+    perm = rng.permutation(n_total)
+    out, start = [], 0
+    for s in sizes:
+        out.append(perm[start : start + s])
+        start += s
+    return out
+
+
+def label_matched_sample(
+    pool_labels: torch.Tensor, target_labels: torch.Tensor, size: int, num_classes: int, rng: np.random.Generator
+) -> np.ndarray:
+    """`size` indices from a pool whose labels follow the label frequencies of `target_labels`.
+
+    A client's validation set is drawn this way, so each client validates on data from its
+    own distribution (its class proportions), with images it never trained on.
+    """
+    freq = torch.bincount(target_labels, minlength=num_classes).double().numpy()
+    freq = freq / freq.sum()
+    labels = pool_labels.numpy()
+    by_class = [np.flatnonzero(labels == k) for k in range(num_classes)]
+    classes = rng.choice(num_classes, size=size, p=freq)
+    counts = np.bincount(classes, minlength=num_classes)
+    picks = [rng.choice(by_class[k], size=c, replace=c > len(by_class[k])) for k, c in enumerate(counts) if c]
+    return np.concatenate(picks) if picks else np.empty(0, dtype=np.int64)

@@ -1,0 +1,141 @@
+"""The driver: owns the global model and the round loop.
+
+One round:
+  1. the algorithm's `server_round` samples cohorts and calls client hooks through the
+     pool (inline, or Ray host actors), receiving pre-reduced sums, and applies the
+     server rule;
+  2. every `eval_every` rounds every client evaluates the new global model on its data;
+  3. the driver turns per-client metrics into a row: means over clients, and the worst
+     client (lowest accuracy, highest loss).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from typing import Any
+
+import torch
+
+from raycompo.config import RunConfig, resolve
+from raycompo.seeding import SERVER, generator
+
+
+class RoundCtx:
+    """What `server_round` sees (see algorithms.base.RoundContext)."""
+
+    def __init__(self, fed: Federation, round_: int):
+        self.fed = fed
+        self.round = round_
+        self.n_clients = fed.n_clients
+
+    def rng(self, stream: int = 0) -> torch.Generator:
+        return generator(self.fed.seed, SERVER, self.round, stream)
+
+    def sample(self, m: int, stream: int = 0) -> list[int]:
+        """m of n clients uniformly without replacement, sorted."""
+        if m >= self.n_clients:
+            return list(range(self.n_clients))
+        return sorted(torch.randperm(self.n_clients, generator=self.rng(stream))[:m].tolist())
+
+    def map(self, phase: str, cohort: list[int], payload: dict[str, Any]) -> dict[str, Any]:
+        """Sum over the cohort (with multiplicity) of `client_<phase>`'s outputs."""
+        sums = self.fed.pool.map(phase, self.round, dict(Counter(cohort)), payload, True)
+        return {k: v.to(self.fed.dtype) if isinstance(v, torch.Tensor) else v for k, v in sums.items()}
+
+    def map_each(self, phase: str, cohort: list[int], payload: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        """Each client's output of `client_<phase>`, by client id."""
+        return self.fed.pool.map(phase, self.round, {c: 1 for c in cohort}, payload, False)
+
+
+def summarize(per_client: dict[int, dict[str, float]]) -> dict[str, float]:
+    """Mean over clients of each metric, and the worst client's for losses and accuracies."""
+    keys = next(iter(per_client.values())).keys()
+    row: dict[str, float] = {}
+    for k in keys:
+        vals = [float(m[k]) for m in per_client.values()]
+        row[k] = sum(vals) / len(vals)
+        if "acc" in k:
+            row[f"{k}_worst"] = min(vals)
+        elif "loss" in k:
+            row[f"{k}_worst"] = max(vals)
+    return row
+
+
+class Federation:
+    def __init__(self, cfg: RunConfig | dict, pool_factory=None):
+        cfg = cfg if isinstance(cfg, RunConfig) else RunConfig.from_dict(cfg)
+        r = resolve(cfg)
+        self.cfg = cfg
+        self.seed = cfg.seed
+        task = r.make_task()
+        self.n_clients = task.n_clients
+        self.algorithm = r.algo_cls(r.algo_settings, task)
+        self.w = task.init_weights()
+        self.dtype = self.w.dtype
+        self.state = self.algorithm.init_server_state(self.w, self.n_clients)
+        self.round = 0
+        self.elapsed = 0.0
+        self.pool = (pool_factory or default_pool)(cfg, self.n_clients)
+
+    def evaluate(self) -> dict[str, float]:
+        per_client = self.pool.map("evaluate", self.round, {c: 1 for c in range(self.n_clients)}, {"w": self.w}, False)
+        return summarize(per_client)
+
+    def initial_row(self) -> dict[str, Any]:
+        return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0}
+
+    def run_round(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round), self.w, self.state)
+        self.round += 1
+        round_time = time.perf_counter() - t0
+        self.elapsed += round_time
+        row: dict[str, Any] = {"round": self.round}
+        finite = bool(torch.isfinite(self.w).all())
+        if finite and (self.round % self.cfg.eval_every == 0 or self.round == self.cfg.rounds):
+            row.update(self.evaluate())
+        row["round_time"] = round_time
+        row["wall_time"] = self.elapsed
+        row["diverged"] = not finite or any(
+            isinstance(v, float) and not math.isfinite(v) for k, v in row.items() if "loss" in k
+        )
+        return row
+
+    def run_rounds(self, count: int) -> list[dict[str, Any]]:
+        """Several rounds in one call (fewer round trips from the caller); stops at divergence."""
+        rows = []
+        for _ in range(count):
+            rows.append(self.run_round())
+            if rows[-1]["diverged"]:
+                break
+        return rows
+
+    def global_model(self) -> torch.Tensor:
+        return self.w
+
+    def server_state(self) -> dict[str, Any]:
+        return self.state
+
+    def client_state(self, cid: int) -> dict[str, Any]:
+        return self.pool.client_state(cid)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def default_pool(cfg: RunConfig, n_clients: int):
+    from raycompo.engine.pools import InlinePool
+
+    if cfg.backend == "inline":
+        return InlinePool(cfg, n_clients)
+    from raycompo.engine.ray_pool import RayPool
+
+    return RayPool(cfg, n_clients, namespace=_namespace())
+
+
+def _namespace() -> str | None:
+    import ray
+
+    return ray.get_runtime_context().namespace

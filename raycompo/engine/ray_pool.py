@@ -1,0 +1,92 @@
+"""The Ray backend: client hosts as actors with persistent state, and a driver actor.
+
+* Each host actor (named `clients-<j>` in the run's namespace, so the dashboard shows
+  which is which) owns the data and state of a block of clients for the whole run.
+* Hosts ask for `cpus_per_actor` CPUs and `gpus_per_actor` GPUs (fractions share a GPU);
+  on a CPU-only cluster the same code runs with num_gpus=0.
+* Every call `ray.put`s the payload (the global model) once and sends the reference to
+  all hosts; hosts return partial sums pre-reduced over their clients.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ray
+
+from raycompo.config import RunConfig
+from raycompo.engine.host import Host
+from raycompo.engine.pools import combine, placement
+from raycompo.errors import RaycompoError
+
+
+def unwrap(exc: Exception) -> Exception:
+    """A RaycompoError / ValueError raised inside an actor, re-raised as itself."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, (RaycompoError, ValueError)):
+        return cause
+    return exc
+
+
+def auto_clients_per_actor(cfg: RunConfig, n_clients: int) -> int:
+    """Spread the clients over the cluster: one host per `cpus_per_actor` CPUs (or per
+    `gpus_per_actor` GPU fraction when GPUs are asked for), at most one per client."""
+    if cfg.clients_per_actor:
+        return cfg.clients_per_actor
+    res = ray.cluster_resources()
+    if cfg.gpus_per_actor > 0 and res.get("GPU", 0) > 0:
+        slots = int(res["GPU"] / cfg.gpus_per_actor)
+    else:
+        slots = int(res.get("CPU", 1) / cfg.cpus_per_actor)
+    return math.ceil(n_clients / max(1, min(slots, n_clients)))
+
+
+class RayPool:
+    def __init__(self, cfg: RunConfig, n_clients: int, namespace: str | None = None, placement_group: Any = None):
+        per_actor = auto_clients_per_actor(cfg, n_clients)
+        self.blocks = placement(n_clients, per_actor)
+        self.owner = {cid: j for j, block in enumerate(self.blocks) for cid in block}
+        actor_cls = ray.remote(Host)
+        threads = max(1, int(cfg.cpus_per_actor))
+        self.actors = []
+        for j, block in enumerate(self.blocks):
+            opts: dict[str, Any] = {"name": f"clients-{j}", "num_cpus": cfg.cpus_per_actor, "num_gpus": cfg.gpus_per_actor}
+            if namespace:
+                opts["namespace"] = namespace
+            if placement_group is not None:
+                from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+                opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=j + 1)
+            self.actors.append(actor_cls.options(**opts).remote(cfg.to_dict(), block, None, threads))
+        self._get([a.ready.remote() for a in self.actors])  # fail early: data, settings
+
+    def _get(self, refs):
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as exc:
+            raise unwrap(exc) from None
+        except ray.exceptions.RayActorError as exc:
+            cause = getattr(exc, "cause", None)
+            if cause is not None:
+                raise unwrap(cause) from None
+            raise
+
+    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True):
+        per_host: dict[int, list[tuple[int, int]]] = {}
+        for cid, mult in sorted(counts.items()):
+            per_host.setdefault(self.owner[cid], []).append((cid, mult))
+        ref = ray.put(payload)  # once, shared by all hosts
+        futures = [self.actors[j].map.remote(phase, round_, items, ref, reduce) for j, items in sorted(per_host.items())]
+        return combine(self._get(futures), reduce)
+
+    def client_state(self, cid: int) -> dict[str, Any]:
+        return self._get(self.actors[self.owner[cid]].client_state.remote(cid))
+
+    def busy_seconds(self) -> list[float]:
+        return self._get([a.__ray_call__.remote(lambda h: h.busy_seconds) for a in self.actors])
+
+    def close(self) -> None:
+        for a in self.actors:
+            ray.kill(a)
+        self.actors = []

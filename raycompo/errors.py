@@ -1,0 +1,17 @@
+"""Errors a user can act on. Entry points print their message and exit non-zero."""
+
+
+class RaycompoError(Exception):
+    """Base class: the message says what to change."""
+
+
+class ConfigError(RaycompoError, ValueError):
+    """An unknown name or an out-of-range setting."""
+
+
+class DataUnavailableError(RaycompoError):
+    """A data set is not on disk and cannot be downloaded."""
+
+
+class DivergedError(RaycompoError):
+    """The run produced a non-finite loss or model."""

@@ -1,0 +1,6 @@
+"""Models used through a flat parameter vector (what the federation averages)."""
+
+from raycompo.models.flat import FlatModel
+from raycompo.models.logistic import LogisticRegression
+
+__all__ = ["FlatModel", "LogisticRegression"]

@@ -1,0 +1,45 @@
+"""A torch module seen as a function of one flat parameter vector.
+
+The federation exchanges and averages flat vectors `w in R^d`; `forward(w, x)` runs the
+module with `torch.func.functional_call`, so gradients, vector-Jacobian products and
+Hessian-vector products with respect to `w` come from torch.func / autograd.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+
+class FlatModel:
+    def __init__(self, module: nn.Module):
+        self.module = module
+        params = dict(module.named_parameters())
+        self.names = list(params)
+        self.shapes = [p.shape for p in params.values()]
+        self.numels = [p.numel() for p in params.values()]
+        self.dim = sum(self.numels)
+        # Buffers (e.g. batch-norm statistics) are not trained or averaged.
+        self.buffers = dict(module.named_buffers())
+
+    def flatten(self, module: nn.Module | None = None) -> torch.Tensor:
+        m = module or self.module
+        return torch.cat([p.detach().reshape(-1) for p in m.parameters()]).clone()
+
+    def unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
+        chunks = torch.split(w, self.numels)
+        return {n: c.view(s) for n, c, s in zip(self.names, chunks, self.shapes)}
+
+    def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        params = self.unflatten(w)
+        if self.buffers:
+            params = {**params, **{k: b.to(x.device) for k, b in self.buffers.items()}}
+        return functional_call(self.module, params, (x,))
+
+    __call__ = forward
+
+    def to(self, device: torch.device | str) -> FlatModel:
+        self.module.to(device)
+        self.buffers = dict(self.module.named_buffers())
+        return self

@@ -1,0 +1,17 @@
+"""Multinomial logistic regression (the model of ComFedL section 5.1)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class LogisticRegression(nn.Module):
+    def __init__(self, in_features: int, num_classes: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, num_classes)
+        nn.init.zeros_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x.flatten(1))

@@ -1,0 +1,57 @@
+"""The local-composition shape F_i(w) = g_i(f_i(w)) and its stochastic gradient.
+
+ComFedL (Algorithm 1, line 13) estimates the gradient of F_i as
+
+    u = grad g_i(f_i(w; B); B~)^T  J_{f_i}(w; B)
+
+with an inner batch B from D_i and an outer batch B~ from D~_i. This is a
+vector-Jacobian product: the Jacobian J (p x d) is never formed. For a MAML inner map
+f(w) = w - lambda grad L(w) the same product contains the Hessian-vector product.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from torch.func import grad, vjp
+
+
+class LocalComposition(Protocol):
+    """One client's F_i(w) = g_i(f_i(w)).
+
+    `inner(w, batch)` is the mini-batch value f_i(w; B) in R^p (paper's y^i);
+    `outer(y, batch1)` is g_i(y; B~), a scalar. `needs_outer_batch` says whether g_i
+    has data of its own (the general two-batch form of Algorithm 1, lines 11-13) or is
+    deterministic (line 10, e.g. g(y) = exp(y / gamma)).
+    """
+
+    needs_outer_batch: bool
+
+    def inner(self, w: torch.Tensor, batch: Any) -> torch.Tensor: ...
+
+    def outer(self, y: torch.Tensor, batch1: Any) -> torch.Tensor: ...
+
+
+def compositional_gradient(
+    problem: LocalComposition,
+    w: torch.Tensor,
+    batch: Any,
+    batch1: Any = None,
+    y_hat: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """u = J_f(w; B)^T grad g(y_hat; B~) and the inner value f(w; B).
+
+    `y_hat` is the point where the outer gradient is taken: the mini-batch inner value
+    itself (ComFedL, the default) or an algorithm's running estimate (SCGD's u).
+    """
+    y, pullback = vjp(lambda v: problem.inner(v, batch), w)
+    at = y.detach() if y_hat is None else y_hat.detach()
+    v = grad(lambda z: problem.outer(z, batch1))(at)
+    (u,) = pullback(v)
+    return u, y.detach()
+
+
+def composite_value(problem: LocalComposition, w: torch.Tensor, batch: Any, batch1: Any = None) -> torch.Tensor:
+    """g(f(w; B); B~), the plug-in value of F_i."""
+    return problem.outer(problem.inner(w, batch), batch1)

@@ -1,0 +1,34 @@
+"""KL-regularized distributionally robust learning as a composition (ComFedL eq. (6)).
+
+    min_w max_{r in simplex} sum_i r_i f_i(w) - gamma * KL(r || 1/n)
+  = min_w gamma log(1/n sum_i exp(f_i(w) / gamma))           (eq. 5)
+  ~ min_w 1/n sum_i exp(f_i(w) / gamma)                       (eq. 6, log is monotone)
+
+so the inner value is the client's mean loss f_i(w; B) in R^1 and the outer function is
+g(y) = exp(y / gamma), deterministic and the same on every client. The gradient
+estimate is u = exp(f_B(w)/gamma) / gamma * grad f_B(w) (ComFedL section 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class KLDRO:
+    loss: Callable[[torch.Tensor, Any], torch.Tensor]
+    """Mean loss of the model w on a batch: the paper's f^i(w; xi) averaged over B."""
+    gamma: float
+    """gamma > 0, weight of the KL penalty; small gamma approaches the worst client."""
+
+    needs_outer_batch = False
+
+    def inner(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        return self.loss(w, batch).reshape(1)
+
+    def outer(self, y: torch.Tensor, batch1: Any = None) -> torch.Tensor:
+        return torch.exp(y / self.gamma).sum()

@@ -1,0 +1,56 @@
+"""One-step MAML as a composition (ComFedL section 1.1, problems (7) and (10)).
+
+    inner map   y = f^i(w) = w - lambda * grad L_train(w; xi)      (R^d -> R^d)
+    outer       g^i(y) = L_test(y; zeta)                           (MAML, problem 7)
+           or   g^i(y) = exp(L_test(y; zeta) / gamma)              (DAMAML, problem 10)
+
+The compositional gradient J_f(w)^T grad g(y) = (I - lambda H_train(w)) grad g(y) is a
+vector-Jacobian product through the inner map, so it contains the Hessian-vector product
+H_train(w) v (true second order, via torch.func). `first_order=True` drops the Hessian
+term (FO-MAML): J_f is taken as the identity.
+
+A batch for these problems is a pair (support, query) for the task; `inner` uses the
+support set, `outer` the query set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.func import grad
+
+Loss = Callable[[torch.Tensor, Any], torch.Tensor]
+
+
+@dataclass
+class MAML:
+    loss: Loss
+    """Task loss L(w; batch) of the model w (mean over the batch)."""
+    inner_lr: float
+    """Inner (adaptation) learning rate lambda (eta in ComFedL's problem (7))."""
+    gamma: float | None = None
+    """None: MAML, g = L_test. A value: DAMAML, g = exp(L_test / gamma) (problem 10)."""
+    first_order: bool = False
+    """Drop the Hessian term of the inner map's Jacobian (first-order MAML)."""
+
+    needs_outer_batch = True
+
+    def inner(self, w: torch.Tensor, support: Any) -> torch.Tensor:
+        g = grad(self.loss)(w, support)
+        if self.first_order:
+            g = g.detach()
+        return w - self.inner_lr * g
+
+    def outer(self, y: torch.Tensor, query: Any) -> torch.Tensor:
+        value = self.loss(y, query)
+        return value if self.gamma is None else torch.exp(value / self.gamma)
+
+
+def adapt(loss: Loss, w: torch.Tensor, support: Any, inner_lr: float, steps: int = 1) -> torch.Tensor:
+    """`steps` plain gradient steps on the support set (test-time adaptation)."""
+    for _ in range(steps):
+        w = w - inner_lr * grad(loss)(w, support)
+    return w.detach()

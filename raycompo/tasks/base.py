@@ -1,0 +1,123 @@
+"""What a task is: clients' data, a model, a loss, and per-client evaluation.
+
+A task is rebuilt deterministically from (settings, seed, data_dir) in every process
+that needs it (each client host keeps only its own clients), so no data set travels
+through the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from raycompo.models import FlatModel
+
+
+@dataclass
+class ClientData:
+    """One client's local data: D_i for training, and a validation set from its own
+    distribution. `outer` holds D~_i when the outer function has data of its own."""
+
+    client_id: int
+    x: torch.Tensor
+    y: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    outer: tuple[torch.Tensor, torch.Tensor] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.y)
+
+    def batch(self, gen: torch.Generator, size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A mini-batch of min(size, n_i) distinct training samples; None = full batch."""
+        return _sample(self.x, self.y, gen, size)
+
+    def outer_batch(self, gen: torch.Generator, size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = self.outer if self.outer is not None else (self.x, self.y)
+        return _sample(x, y, gen, size)
+
+    def to(self, device: torch.device | str) -> ClientData:
+        def mv(t):
+            return t.to(device) if isinstance(t, torch.Tensor) else t
+
+        outer = (mv(self.outer[0]), mv(self.outer[1])) if self.outer is not None else None
+        return ClientData(self.client_id, mv(self.x), mv(self.y), mv(self.x_val), mv(self.y_val), outer, self.extra)
+
+
+def _sample(x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, size: int | None):
+    n = len(y)
+    if size is None or size >= n:
+        return x, y
+    idx = torch.randperm(n, generator=gen)[:size].to(x.device)
+    return x[idx], y[idx]
+
+
+class Task:
+    """Base class of a federated task. Subclasses set `name`, `Settings`, and build data."""
+
+    name: ClassVar[str]
+    Settings: ClassVar[type]
+    algo_defaults: ClassVar[dict[str, Any]] = {}
+    """The paper's defaults for algorithm settings on this task (lr, tau, batch size...)."""
+    default_metric: ClassVar[tuple[str, str]] = ("val_acc_worst", "max")
+    """The metric a sweep optimizes by default, and its mode."""
+
+    def __init__(self, settings: Any, seed: int, data_dir: str | None = None):
+        self.settings = settings
+        self.seed = seed
+        self.data_dir = data_dir
+        self.model = FlatModel(self.build_module())
+
+    # --- what subclasses provide -------------------------------------------------
+    @property
+    def n_clients(self) -> int:
+        raise NotImplementedError
+
+    def build_module(self) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def clients(self, ids: list[int]) -> list[ClientData]:
+        raise NotImplementedError
+
+    def loss(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        """Mean loss of model w on a batch."""
+        raise NotImplementedError
+
+    def evaluate(self, w: torch.Tensor, client: ClientData) -> dict[str, float]:
+        """Per-client metrics of model w: at least train_loss, val_loss."""
+        raise NotImplementedError
+
+    # --- shared ---------------------------------------------------------------------
+    def init_weights(self) -> torch.Tensor:
+        """Initial global model w_0 (deterministic in the seed)."""
+        from raycompo.seeding import INIT, derive_seed
+
+        torch.manual_seed(derive_seed(self.seed, INIT))
+        return FlatModel(self.build_module()).flatten()
+
+    def to(self, device: torch.device | str) -> Task:
+        self.model.to(device)
+        return self
+
+
+class ClassificationTask(Task):
+    """Cross-entropy loss; metrics are loss and accuracy on each client's data."""
+
+    def loss(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.model(w, x), y)
+
+    @torch.no_grad()
+    def evaluate(self, w: torch.Tensor, client: ClientData) -> dict[str, float]:
+        train_loss = F.cross_entropy(self.model(w, client.x), client.y).item()
+        logits = self.model(w, client.x_val)
+        return {
+            "train_loss": train_loss,
+            "val_loss": F.cross_entropy(logits, client.y_val).item(),
+            "val_acc": (logits.argmax(1) == client.y_val).double().mean().item(),
+        }

@@ -1,0 +1,21 @@
+"""Shared fixtures. Ray starts once per test session (ray.init costs seconds, each torch
+actor 1-2 s and ~600 MB), with 2 CPUs and no dashboard."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, namespace="raycompo-tests", log_to_driver=False)
+    yield ray
+    ray.shutdown()
