@@ -1,6 +1,7 @@
 """Models used through a flat parameter vector (what the federation averages)."""
 
+from raycompo.models.cnn4 import CNN4
 from raycompo.models.flat import FlatModel
 from raycompo.models.logistic import LogisticRegression
 
-__all__ = ["FlatModel", "LogisticRegression"]
+__all__ = ["CNN4", "FlatModel", "LogisticRegression"]
