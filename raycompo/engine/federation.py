@@ -70,6 +70,7 @@ class Federation:
         self.cfg = cfg
         self.seed = cfg.seed
         task = r.make_task()
+        self.task = task
         self.n_clients = task.n_clients
         self.algorithm = r.algo_cls(r.algo_settings, task)
         self.w = task.init_weights()
@@ -114,6 +115,10 @@ class Federation:
 
     def global_model(self) -> torch.Tensor:
         return self.w
+
+    def artifacts(self) -> dict[str, Any]:
+        """The task's end-of-run files for the current global model."""
+        return self.task.artifacts(self.w, self.algorithm)
 
     def server_state(self) -> dict[str, Any]:
         return self.state

@@ -70,6 +70,9 @@ class _DriverHandle:
     def run_rounds(self, count: int) -> list[Row]:
         return self._get(self.actor.run_rounds.remote(count))
 
+    def artifacts(self) -> dict[str, Any]:
+        return self._get(self.actor.artifacts.remote())
+
     def close(self) -> None:
         try:
             self._ray.get(self.actor.close.remote())
@@ -123,6 +126,9 @@ def run(
             if batch and batch[-1]["diverged"]:
                 status = "diverged"
                 break
+        if writer is not None and status == "completed":
+            for name, frame in fed.artifacts().items():
+                frame.to_csv(writer.dir / name, index=False)
     except KeyboardInterrupt:
         status = "interrupted"
         raise

@@ -92,6 +92,11 @@ class Task:
         """Per-client metrics of model w: at least train_loss, val_loss."""
         raise NotImplementedError
 
+    def artifacts(self, w: torch.Tensor, algorithm: Any) -> dict[str, Any]:
+        """Files a run writes at its end besides metrics.csv: {file name: pandas DataFrame}
+        (e.g. the data of a paper's figure for the final model). None by default."""
+        return {}
+
     # --- shared ---------------------------------------------------------------------
     def init_weights(self) -> torch.Tensor:
         """Initial global model w_0 (deterministic in the seed)."""
