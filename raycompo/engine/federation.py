@@ -82,7 +82,13 @@ class Federation:
 
     def evaluate(self) -> dict[str, float]:
         per_client = self.pool.map("evaluate", self.round, {c: 1 for c in range(self.n_clients)}, {"w": self.w}, False)
-        return summarize(per_client)
+        row = summarize(per_client)
+        # Optional algorithm hook for metrics of the global model that are not a mean of
+        # per-client metrics (e.g. FedDRO's Phi = h + f(1/K sum_k g_k)).
+        extra = getattr(self.algorithm, "global_metrics", None)
+        if extra is not None:
+            row.update(extra(RoundCtx(self, self.round), self.w, row))
+        return row
 
     def initial_row(self) -> dict[str, Any]:
         return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0}

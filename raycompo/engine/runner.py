@@ -90,9 +90,11 @@ def run(
     address: str | None = None,
     include_dashboard: bool | None = None,
     placement_group: Any = None,
+    namespace: str | None = None,
 ) -> RunResult:
     """Run `cfg`. With the Ray backend the driver is an actor (`driver="actor"`) or lives in
-    this process (`driver="local"`, as inside a Tune trial). Raises ConfigError /
+    this process (`driver="local"`, as inside a Tune trial). Its actors live in Ray
+    namespace `namespace` (default: a fresh `raycompo-<id>`). Raises ConfigError /
     DataUnavailableError on bad input; a diverged run returns status 'diverged'."""
     resolved = resolve(cfg)  # fail fast, before any actor starts
     writer = None
@@ -107,7 +109,7 @@ def run(
 
             # A namespace per run: the actor names driver, clients-0, ... stay unique
             # when several runs (or Tune trials) share a cluster.
-            namespace = f"raycompo-{uuid.uuid4().hex[:8]}"
+            namespace = namespace or f"raycompo-{uuid.uuid4().hex[:8]}"
             ensure_ray(address, include_dashboard)
             if driver == "actor":
                 fed = _DriverHandle(cfg, namespace)

@@ -1,0 +1,22 @@
+"""Small shared pieces of the tests."""
+
+from __future__ import annotations
+
+from raycompo.config import RunConfig
+
+# A small dro-mnist5k federation: 4 clients (one with 60 images, three with 20) so runs take
+# a fraction of a second per round.
+SMALL_DRO = {"n_clients": 4, "big_client_size": 60, "small_client_size": 20, "val_per_client": 40}
+
+
+def small_config(algo: str = "comfedl", rounds: int = 3, **settings) -> RunConfig:
+    return RunConfig(task="dro-mnist5k", algo=algo, rounds=rounds, settings={**SMALL_DRO, **settings}, backend="inline")
+
+
+def assert_rows_close(a: list[dict], b: list[dict], tol: float = 1e-6) -> None:
+    assert len(a) == len(b)
+    for ra, rb in zip(a, b):
+        for key in ra:
+            if key in ("round_time", "wall_time") or not isinstance(ra[key], float):
+                continue
+            assert abs(ra[key] - rb[key]) <= tol * max(1.0, abs(ra[key])), (key, ra["round"], ra[key], rb[key])
