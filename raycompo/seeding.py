@@ -17,10 +17,25 @@ DATA = 3
 INIT = 4
 
 
+_M64 = (1 << 64) - 1
+
+
+def _splitmix64(z: int) -> int:
+    """One step of splitmix64 (Steele et al. 2014): a fast, well-mixed 64-bit bijection."""
+    z = (z + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
 def derive_seed(*key: int) -> int:
-    """A 63-bit seed from a tuple of non-negative integers."""
-    words = [int(k) & 0xFFFFFFFF for k in key]
-    return int(np.random.SeedSequence(words).generate_state(1, dtype=np.uint64)[0] >> 1)
+    """A 63-bit seed from a tuple of non-negative integers (order matters).
+
+    Pure Python and a few microseconds: it runs at every local step of every client."""
+    h = 0
+    for k in key:
+        h = _splitmix64(h ^ (int(k) & _M64))
+    return h >> 1
 
 
 def generator(*key: int) -> torch.Generator:

@@ -33,6 +33,9 @@ class FlatModel:
 
     def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         params = self.unflatten(w)
+        direct = getattr(self.module, "functional_forward", None)
+        if direct is not None:  # a model's own functional form skips functional_call's swap
+            return direct(params, x)
         if self.buffers:
             params = {**params, **{k: b.to(x.device) for k, b in self.buffers.items()}}
         return functional_call(self.module, params, (x,))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -15,3 +16,8 @@ class LogisticRegression(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear(x.flatten(1))
+
+    @staticmethod
+    def functional_forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """forward() as a function of the parameters (FlatModel uses it directly)."""
+        return F.linear(x.flatten(1), params["linear.weight"], params["linear.bias"])

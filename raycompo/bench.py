@@ -1,0 +1,112 @@
+"""Seconds per round of the same ComFedL experiment on three engines, side by side:
+
+  hand-written   a plain torch loop over the clients (nn.Linear, autograd), no engine
+  inline         raycompo's in-process backend (the reference)
+  ray            raycompo's Ray backend (driver actor + client-host actors)
+
+    python -m raycompo.bench [--rounds 30] [--clients-per-actor N]
+
+Evaluation is excluded (rounds only). Figures are printed, never asserted: on a shared
+machine timings vary; compare the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from raycompo.config import RunConfig, resolve
+from raycompo.engine.federation import Federation
+from raycompo.seeding import CLIENT, generator
+
+
+def engine_seconds_per_round(fed, rounds: int, warmup: int) -> float:
+    fed.run_rounds(warmup)
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        fed.run_rounds(1)  # one call per round, as the run CLI does
+    return (time.perf_counter() - t0) / rounds
+
+
+def hand_written_seconds_per_round(cfg: RunConfig, rounds: int, warmup: int) -> float:
+    """ComFedL Algorithm 1 written directly: the same data, batches and maths."""
+    r = resolve(cfg)
+    s = r.algo_settings
+    task = r.make_task()
+    clients = task.clients(list(range(task.n_clients)))
+    model = torch.nn.Linear(784, 10)
+    w_bar = [torch.zeros(10, 784), torch.zeros(10)]
+
+    def one_round(rnd: int) -> None:
+        new = [torch.zeros_like(p) for p in w_bar]
+        for c in clients:
+            with torch.no_grad():
+                model.weight.copy_(w_bar[0])
+                model.bias.copy_(w_bar[1])
+            for t in range(s.tau):
+                g = generator(cfg.seed, CLIENT, c.client_id, rnd, t, 0)
+                x, y = c.batch(g, s.batch_size)
+                loss = F.cross_entropy(model(x), y)
+                grads = torch.autograd.grad(loss, list(model.parameters()))
+                scale = torch.exp(loss.detach() / s.gamma) / s.gamma  # grad g(f) for g = exp(y/gamma)
+                with torch.no_grad():
+                    for p, gr in zip(model.parameters(), grads):
+                        p -= s.lr * scale * gr
+            for acc, p in zip(new, model.parameters()):
+                acc += p.detach() / len(clients)
+        w_bar[:] = new
+
+    for rnd in range(warmup):
+        one_round(rnd)
+    t0 = time.perf_counter()
+    for rnd in range(warmup, warmup + rounds):
+        one_round(rnd)
+    return (time.perf_counter() - t0) / rounds
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="measure each engine this many times, interleaved; report the median")
+    p.add_argument("--clients-per-actor", type=int, default=None)
+    p.add_argument("--cpus-per-actor", type=float, default=1.0)
+    p.add_argument("--threads", type=int, default=None, help="torch threads in this process (default: torch's choice)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    import ray
+
+    from raycompo.engine.runner import _DriverHandle
+
+    settings = {"lr": 0.01, "gamma": 1.0, "tau": 5, "batch_size": 32}
+    cfg = RunConfig(task="dro-mnist5k", algo="comfedl", rounds=10**6, eval_every=10**6, settings=settings, backend="inline")
+    ray_cfg = RunConfig(**{**cfg.to_dict(), "backend": "ray", "clients_per_actor": args.clients_per_actor, "cpus_per_actor": args.cpus_per_actor})
+    ray.init(include_dashboard=False, log_to_driver=False)
+    inline = Federation(cfg)
+    remote = _DriverHandle(ray_cfg, "raycompo-bench")
+    times: dict[str, list[float]] = {"hand-written": [], "inline": [], "ray": []}
+    for _ in range(args.repeats):
+        times["hand-written"].append(hand_written_seconds_per_round(cfg, args.rounds, args.warmup))
+        times["inline"].append(engine_seconds_per_round(inline, args.rounds, args.warmup))
+        times["ray"].append(engine_seconds_per_round(remote, args.rounds, args.warmup))
+    remote.close()
+    ray.shutdown()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"ComFedL on dro-mnist5k: 10 clients, tau=5, batch 32; {args.rounds} rounds x {args.repeats} repeats (median)")
+    print(f"torch threads here: {torch.get_num_threads()}; ray hosts: clients_per_actor={args.clients_per_actor or 'auto'}, cpus_per_actor={args.cpus_per_actor}")
+    for k, v in med.items():
+        print(f"  {k:<13} {v * 1000:8.2f} ms/round   (all: {', '.join(f'{x * 1000:.2f}' for x in times[k])})")
+    print(f"  ratio inline / hand-written: {med['inline'] / med['hand-written']:.2f}")
+    print(f"  ratio ray / inline:          {med['ray'] / med['inline']:.2f}   (target <= 3)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
