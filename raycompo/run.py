@@ -47,6 +47,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=int, default=1)
     p.add_argument("--data-dir", default=None, help="folder holding (or receiving) data sets")
     p.add_argument("--address", default=None, help="Ray cluster address (e.g. 'auto' on a `ray up` cluster)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -108,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from raycompo.engine import run
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     try:
         cfg = config_from_args(args)
         result = run(

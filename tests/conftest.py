@@ -6,9 +6,15 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+
+
+# One torch thread in the test process: with Ray actors on the same 2 cores, torch's
+# default (one thread per core) oversubscribes them and slows small models many times.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,66 @@
+"""Vanilla FedAvg for compositional optimization (FedDRO paper, Algorithm 1): the
+baseline that Theorem 4.1 shows does not converge for I > 1.
+
+Each client runs I local steps with its own estimate y_k of the inner function:
+
+    x_k <- x_k - eta (grad h_k(x_k; b_h) + grad g_k(x_k; b_g) grad f(y_k))     eq. (6)
+    y_k <- g_k(x_k; b'_g)                                                       line 5
+
+and every I steps the models are averaged and y_k is reset (line 7-8):
+
+* Case I:  y_k = g_k(x-bar)                      (the client's own inner value);
+* Case II: y_k = y-bar = 1/K sum_k g_k(x-bar)    (shared once per round, one extra exchange).
+
+Both cases start from y_k^0 = y-bar^0 (line 2). Algorithm 1 is stated with h = 0; for
+objectives with h (chi2) we add grad h_k as in eq. (7). With batch_size = None every
+value is exact (the deterministic setting of Theorem 4.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.problems.global_composition import direction
+from raycompo.settings import require
+
+Y_STREAM = 2
+
+
+@dataclass
+class FedAvgCOSettings(GlobalCOSettings):
+    case: int = 1
+    """Algorithm 1's sharing protocol at each averaging: 1 (Case I, y_k = g_k(x-bar)) or
+    2 (Case II, y_k = y-bar = 1/K sum_k g_k(x-bar))."""
+
+    def validate(self, n_clients: int) -> None:
+        super().validate(n_clients)
+        require(self.case in (1, 2), f"case must be 1 or 2 (Algorithm 1's Case I / Case II), got {self.case}")
+
+
+class FedAvgCO(GlobalCOAlgorithm):
+    name = "fedavg-co"
+    Settings = FedAvgCOSettings
+
+    def server_round(self, ctx, w, state):
+        clients = list(range(ctx.n_clients))
+        payload = {"w": w, "lr": self.lr_at(ctx.round), "ybar": None}
+        if self.s.case == 2 or ctx.round == 0:  # Case II share, or y_k^0 = y-bar^0
+            payload["ybar"] = ctx.map("inner", clients, {"w": w})["y"] / len(clients)
+        out = ctx.map("local", clients, payload)
+        return out["x"] / len(clients), state
+
+    def client_inner(self, c, payload):
+        return {"y": self.g_at(payload["w"], c.data.batch(c.rng(0, Y_STREAM), self.s.batch_size))}
+
+    def client_local(self, c, payload):
+        x = payload["w"]
+        y = payload["ybar"]
+        if y is None:  # Case I: y_k = g_k(x-bar)
+            y = self.client_inner(c, payload)["y"]
+        for j in range(self.s.sync_every):
+            b_g, b_h = self.batches(c, j)
+            _, jac, gh = self.local_parts(x, b_g, b_h)
+            x = x - payload["lr"] * direction(self.problem, jac, y, gh)
+            y = self.g_at(x, c.data.batch(c.rng(j + 1, Y_STREAM), self.s.batch_size))  # y_k = g_k(x_k)
+        return {"x": x}

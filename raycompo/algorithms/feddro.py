@@ -1,0 +1,97 @@
+"""FedDRO (Algorithm 2): federated compositional optimization with per-step sharing of
+the inner-function estimate y.
+
+For Phi(x) = h(x) + f(1/K sum_k g_k(x)) on K clients, at every local step t each client k
+
+    samples b_g, b_h (independent, line 5),
+    y_k^t = (1 - beta)(y^{t-1} - g_k(x_k^{t-1}; b_g)) + g_k(x_k^t; b_g)         eq. (8)
+    shares y_k^t and receives y-bar^t = 1/K sum_k y_k^t (line 6),
+    x_k^{t+1} = x_k^t - eta (grad h_k(x_k^t; b_h) + grad g_k(x_k^t; b_g) grad f(y-bar^t))   eq. (7)
+
+and every I steps the models are averaged (line 8). y^{t-1} in (8) is the previous
+y-bar (line 6 sets y_k^{t-1} = y-bar^{t-1}); x_k^{-1} = x_k^0 and the first estimate is
+y_k^0 = g_k(x-bar^0; b_g) (so y-bar^0 = 1/K sum_k g_k(x-bar^0; b_g)).
+
+Engine mapping: one engine round = one averaging period of I local steps. The y exchange
+is fused with the step: a client caches g_k(x_k^t; b_g), its Jacobian and grad h_k when it
+computes y_k^t, and one call "apply step t with y-bar^t, then compute y_k^{t+1}" does the
+rest, so a round of I steps costs I + 1 round trips (not 2I): one that starts the round
+from x-bar (and returns y^0), I - 1 fused steps, and a last step that returns x for the
+average.
+
+Returned model: the last average x-bar (what the engine evaluates). The server state
+also keeps `x_random`, an average drawn uniformly among the averaged iterates so far
+(reservoir sampling, seeded), our reading of line 12's x-bar^{a(T)} restricted to the
+averaging steps (x-bar^t between averagings is never formed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.problems.global_composition import direction
+from raycompo.settings import require
+
+
+@dataclass
+class FedDROSettings(GlobalCOSettings):
+    beta: float = 0.1
+    """Momentum parameter beta^t in (0, 1] of the hybrid estimator eq. (8) (1: plain
+    mini-batch estimate y_k = g_k(x_k; b_g))."""
+
+    def validate(self, n_clients: int) -> None:
+        super().validate(n_clients)
+        require(0 < self.beta <= 1, f"beta (momentum of eq. 8) must be in (0, 1], got {self.beta}")
+
+
+class FedDRO(GlobalCOAlgorithm):
+    name = "feddro"
+    Settings = FedDROSettings
+
+    def server_round(self, ctx, w, state):
+        clients = list(range(ctx.n_clients))
+        K, steps = len(clients), self.s.sync_every  # K clients, I local steps
+        lr = self.lr_at(ctx.round)
+        out = ctx.map("start", clients, {"w": w})  # x_k = x-bar, y_k^t by (8)
+        finite = bool(torch.isfinite(out["y"]).all())
+        for j in range(1, steps):
+            out = ctx.map("step", clients, {"ybar": out["y"] / K, "lr": lr, "j": j, "last": False})
+            finite = finite and bool(torch.isfinite(out["y"]).all())
+        out = ctx.map("step", clients, {"ybar": out["y"] / K, "lr": lr, "j": steps, "last": True})
+        w_next = out["x"] / K  # line 8
+        if not finite:  # an overflowing y-bar (e.g. exp(l / lam)) would silently zero the steps
+            w_next = torch.full_like(w_next, float("nan"))  # the driver reports a divergence
+        n = state.get("averages", 0) + 1
+        keep = n == 1 or float(torch.rand((), generator=ctx.rng(stream=7))) < 1.0 / n
+        state = {"averages": n, "x_random": w_next if keep else state["x_random"]}
+        return w_next, state
+
+    # --- client ---------------------------------------------------------------------
+    def client_start(self, c, payload):
+        st = c.state
+        st["x_prev"] = st.get("x", payload["w"])  # x_k^{t-1}: the client's own last iterate
+        st["x"] = payload["w"]
+        return self._estimate(c, 0)
+
+    def client_step(self, c, payload):
+        st = c.state
+        ybar = payload["ybar"]
+        st["ybar"] = ybar  # line 6: y_k^t = y-bar^t
+        d = direction(self.problem, st.pop("jac"), ybar, st.pop("gh"))  # eq. (7)
+        st["x_prev"], st["x"] = st["x"], st["x"] - payload["lr"] * d
+        if payload["last"]:
+            return {"x": st["x"]}
+        return self._estimate(c, payload["j"])
+
+    def _estimate(self, c, j: int):
+        """y_k at local step j by eq. (8); caches what eq. (7) needs at x_k."""
+        st = c.state
+        b_g, b_h = self.batches(c, j)
+        g_new, st["jac"], st["gh"] = self.local_parts(st["x"], b_g, b_h)
+        y = g_new  # beta = 1, or the first step: y_k^0 = g_k(x-bar^0; b_g)
+        if "ybar" in st and self.s.beta < 1:
+            y = (1 - self.s.beta) * (st["ybar"] - self.g_at(st["x_prev"], b_g)) + g_new
+        return {"y": y}
