@@ -1,0 +1,15 @@
+"""Hyper-parameter sweeps with Ray Tune and Optuna: `python -m raycompo.tune --space NAME`.
+
+* `space`      loads and checks a `sweeps/<name>.yaml` file (format in its docstring);
+* `trainable`  one Tune trial = one whole federation (`raycompo.engine.run`) in a
+               placement group: a bundle for the driver and one per client host;
+* `searchers`  the grid as a list, and Optuna TPE that never runs a config twice;
+* `sweep`      one Tune run per algorithm, recorded in one result folder, resumable;
+* `results`    trials.csv, metrics.parquet, best.json;
+* `cli`        the command line.
+"""
+
+from raycompo.tune.space import Space, available_spaces, load_space, validate
+from raycompo.tune.sweep import SweepOptions, prepare, run_sweep
+
+__all__ = ["Space", "SweepOptions", "available_spaces", "load_space", "prepare", "run_sweep", "validate"]

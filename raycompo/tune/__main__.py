@@ -1,0 +1,5 @@
+import sys
+
+from raycompo.tune.cli import main
+
+sys.exit(main())

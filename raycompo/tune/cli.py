@@ -1,0 +1,134 @@
+"""Sweep a space of `sweeps/` with Ray Tune (+ Optuna).
+
+    python -m raycompo.tune --space dro                   # Optuna TPE, a few trials per algorithm
+    python -m raycompo.tune --space dro --search grid     # the paper's whole grid
+    python -m raycompo.tune --space dro --full            # the full-MNIST task (download)
+    python -m raycompo.tune --resume sweep_results/dro-20250101-120000
+
+Writes trials.csv (one row per trial, with the command that re-runs it),
+metrics.parquet (every round of every trial) and best.json (best settings per
+algorithm) under --out (default sweep_results/<space>-<timestamp>).
+Exit codes: 0 done, 2 bad input or missing data, 130 interrupted (continue with --resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from raycompo.errors import RaycompoError
+from raycompo.run import parse_sets
+from raycompo.tune.space import available_spaces, load_space
+from raycompo.tune.sweep import (
+    SCHEDULERS,
+    SEARCHES,
+    SweepOptions,
+    check_resources,
+    ensure_ray,
+    prepare,
+    run_sweep,
+)
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m raycompo.tune", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--space", default=None, help="a space in sweeps/ (e.g. dro) or a path to a .yaml file")
+    p.add_argument("--list", action="store_true", help="list the spaces and their grid sizes")
+    p.add_argument("--search", choices=SEARCHES, default="optuna",
+                   help="optuna: Ray Tune's OptunaSearch (TPE) over the space's values; grid: the whole grid")
+    p.add_argument("--samples", type=int, default=None,
+                   help="Optuna trials per algorithm (default: the space's `samples`)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds per trial (default: the space's `rounds`)")
+    p.add_argument("--metric", default=None, help="column to optimize (default: the space's, e.g. val_acc_worst)")
+    p.add_argument("--mode", choices=("max", "min"), default=None, help="default: the space's")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default="none",
+                   help="asha: stop poor trials early (ASHA on the rounds)")
+    p.add_argument("--max-concurrent", type=int, default=None,
+                   help="trials run at once (default: as many as the CPUs/GPUs fit)")
+    p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                   help="fixed task/algorithm settings of every trial, over the space's `settings` (e.g. n_way=20)")
+    p.add_argument("--algos", nargs="+", default=None, metavar="ALGO", help="sweep only these algorithms of the space")
+    p.add_argument("--backend", choices=("inline", "ray"), default="inline",
+                   help="engine inside each trial: inline (one process; fastest for small tasks) or ray "
+                        "(client-host actors in the trial's placement group)")
+    p.add_argument("--hosts-per-trial", type=int, default=2, help="--backend ray: client-host actors per trial")
+    p.add_argument("--driver-cpus", type=float, default=None,
+                   help="CPUs of a trial's driver bundle (default: 1 inline, 0.5 ray)")
+    p.add_argument("--cpus-per-actor", type=float, default=0.25, help="--backend ray: CPUs per client-host actor")
+    p.add_argument("--gpus-per-actor", type=float, default=0.0, help="--backend ray: GPU fraction per host, e.g. 0.25")
+    p.add_argument("--full", action="store_true", help="sweep the space's full_task (e.g. full MNIST; downloads)")
+    p.add_argument("--data-dir", default=None, help="folder holding (or receiving) data sets")
+    p.add_argument("--seed", type=int, default=None, help="seed of every trial (default: the space's)")
+    p.add_argument("--out", default=None, help="result folder (default: sweep_results/<space>-<timestamp>)")
+    p.add_argument("--resume", default=None, metavar="DIR", help="continue the interrupted sweep in DIR")
+    p.add_argument("--stop-after", type=int, default=None, metavar="N",
+                   help="stop the sweep once N trials have finished this session, as Ctrl-C does (continue with --resume)")
+    p.add_argument("--no-reuse-actors", action="store_true", help="a fresh Tune actor per trial")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
+    p.add_argument("--address", default=None, help="Ray cluster address (e.g. 'auto')")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def list_spaces() -> str:
+    lines = []
+    for name in available_spaces():
+        try:
+            s = load_space(name)
+        except RaycompoError as exc:
+            lines.append(f"  {name:<10} INVALID: {exc}")
+            continue
+        grid = ", ".join(f"{a} {s.grid_size(a)}" for a in s.algorithms)
+        lines.append(f"  {name:<10} task {s.task}{' (offline)' if s.offline else ''}, metric {s.metric} ({s.mode}), "
+                     f"{s.rounds} rounds; grid {s.grid_size()} trials ({grid})")
+    return "spaces:\n" + "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list:
+        print(list_spaces())
+        return 0
+    if not args.space and not args.resume:
+        print("error: give --space NAME (see --list) or --resume DIR", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    opts = SweepOptions(
+        space=args.space, search=args.search, samples=args.samples, rounds=args.rounds, metric=args.metric,
+        mode=args.mode, scheduler=args.scheduler, max_concurrent=args.max_concurrent, backend=args.backend,
+        hosts_per_trial=args.hosts_per_trial, driver_cpus=args.driver_cpus, cpus_per_actor=args.cpus_per_actor,
+        gpus_per_actor=args.gpus_per_actor, full=args.full, data_dir=args.data_dir, seed=args.seed,
+        algorithms=args.algos, out=args.out, reuse_actors=not args.no_reuse_actors,
+    )
+    try:
+        opts.settings = parse_sets(args.sets)
+        space, meta, store = prepare(opts, resume=args.resume)
+    except RaycompoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    ensure_ray(args.address, args.num_cpus)
+    if args.address is None:
+        try:
+            check_resources(space, meta)
+        except RaycompoError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    outcome = run_sweep(space, meta, store, max_concurrent=args.max_concurrent, quiet=args.quiet,
+                        stop_after=args.stop_after)
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(outcome.counts.items()))
+    print(f"\nbest per algorithm ({meta['metric']}, {meta['mode']}; {meta['task']}, {meta['rounds']} rounds):")
+    print(outcome.table)
+    print(f"\ntrials: {counts or 'none'}")
+    print(f"results: {store.dir}/ (trials.csv, metrics.parquet, best.json)")
+    if outcome.interrupted:
+        print(f"sweep stopped with {outcome.left} trial(s) left; continue it with: "
+              f"python -m raycompo.tune --resume {store.dir}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""A sweep's result folder (default `sweep_results/<space>-<timestamp>/`):
+
+* `sweep.json`   the sweep's options and its space (what `--resume` continues);
+* `trials.csv`   one row per trial: trial_id, algorithm, task, each swept setting, status
+                 (completed / diverged / stopped (by the early-stopping scheduler) /
+                 error), rounds_done, final_<column> of the last round, best_<metric>,
+                 best_round, time_s, settings (JSON of every override) and `command`,
+                 the `python -m raycompo.run` line that re-runs the trial;
+* `metrics.parquet`  every trial's per-round rows with a trial_id column
+                 (`pandas.read_parquet`); `metrics.jsonl` is its append log;
+* `best.json`    the best trial per algorithm: settings, value, command;
+* `tune/`        Ray Tune's own experiment folders.
+
+A trial's rows are written only when it ends, trials.csv last: a sweep stopped midway
+keeps every finished trial, and `--resume` reruns only trials that have no row (or an
+'error' row).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from raycompo.results import write_json_atomic
+
+DONE = ("completed", "diverged", "stopped")
+FIRST_COLUMNS = ["trial_id", "algorithm", "task", "status", "rounds_done"]
+BACK_COLUMNS = ["best_round", "time_s", "seed", "rounds", "settings", "command", "error"]
+
+
+def command_line(cfg: dict[str, Any]) -> str:
+    """The `python -m raycompo.run` command that re-runs a trial's RunConfig."""
+    parts = ["python", "-m", "raycompo.run", "--task", cfg["task"], "--algo", cfg["algo"], "--rounds", str(cfg["rounds"]),
+             "--seed", str(cfg["seed"]), "--backend", cfg["backend"]]
+    if cfg.get("eval_every", 1) != 1:
+        parts += ["--eval-every", str(cfg["eval_every"])]
+    if cfg.get("data_dir"):
+        parts += ["--data-dir", cfg["data_dir"]]
+    if cfg.get("settings"):
+        parts += ["--set"] + [f"{k}={v}" for k, v in cfg["settings"].items()]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+class SweepStore:
+    def __init__(self, out: str | Path):
+        self.dir = Path(out)
+        self.trials_path = self.dir / "trials.csv"
+        self.jsonl_path = self.dir / "metrics.jsonl"
+        self.parquet_path = self.dir / "metrics.parquet"
+        self.best_path = self.dir / "best.json"
+        self.meta_path = self.dir / "sweep.json"
+
+    # --- metadata ----------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.meta_path.exists()
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.meta_path, meta)
+
+    def read_meta(self) -> dict[str, Any]:
+        return json.loads(self.meta_path.read_text())
+
+    # --- trials ------------------------------------------------------------------
+    def trials(self) -> pd.DataFrame:
+        if not self.trials_path.exists() or self.trials_path.stat().st_size == 0:
+            return pd.DataFrame(columns=FIRST_COLUMNS)
+        df = pd.read_csv(self.trials_path)
+        return df.drop_duplicates("trial_id", keep="last").reset_index(drop=True)
+
+    def done_rows(self) -> pd.DataFrame:
+        df = self.trials()
+        return df[df["status"].isin(DONE)].reset_index(drop=True)
+
+    def record(self, row: dict[str, Any], rounds: list[dict[str, Any]], order: list[str] | None = None) -> None:
+        """Append one finished trial: its rounds to metrics.jsonl, then its trials.csv row."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.jsonl_path, "a") as f:
+            for r in rounds:
+                f.write(json.dumps({"trial_id": row["trial_id"], **{k: _clean(v) for k, v in r.items()}}) + "\n")
+        df = pd.concat([self.trials_raw(), pd.DataFrame([{k: _clean(v) for k, v in row.items()}])], ignore_index=True)
+        front = [c for c in FIRST_COLUMNS + list(order or []) if c in df.columns]
+        back = [c for c in BACK_COLUMNS if c in df.columns]
+        middle = [c for c in df.columns if c not in front and c not in back]
+        df = df[front + sorted(middle, key=lambda c: (not c.startswith("final_"), c)) + back]
+        tmp = self.trials_path.with_suffix(".csv.tmp")
+        df.to_csv(tmp, index=False)
+        tmp.replace(self.trials_path)
+
+    def trials_raw(self) -> pd.DataFrame:
+        if not self.trials_path.exists() or self.trials_path.stat().st_size == 0:
+            return pd.DataFrame()
+        return pd.read_csv(self.trials_path)
+
+    def forget_unfinished(self) -> None:
+        """Drop metrics.jsonl lines of trials without a finished row (before a resume)."""
+        if not self.jsonl_path.exists():
+            return
+        keep = set(self.done_rows()["trial_id"])
+        lines = [ln for ln in self.jsonl_path.read_text().splitlines() if ln and json.loads(ln)["trial_id"] in keep]
+        # a trial recorded twice (error, then rerun) keeps only its last run's rows
+        self.jsonl_path.write_text("".join(ln + "\n" for ln in lines))
+
+    # --- final files ---------------------------------------------------------------
+    def write_metrics(self) -> pd.DataFrame:
+        if not self.jsonl_path.exists():
+            df = pd.DataFrame(columns=["trial_id", "round"])
+        else:
+            df = pd.read_json(self.jsonl_path, lines=True, dtype=False)
+            if len(df):
+                # keep the last recorded run of each trial (a rerun after an error)
+                df["_run"] = (df["round"] == 0).cumsum()
+                last = df.groupby("trial_id")["_run"].transform("max")
+                df = df[df["_run"] == last].drop(columns="_run").reset_index(drop=True)
+                for c in df.columns:
+                    if df[c].dtype == object and c not in ("trial_id", "status"):
+                        df[c] = _to_numeric(df[c])
+        df.to_parquet(self.parquet_path, index=False)
+        return df
+
+    def write_best(self, meta: dict[str, Any]) -> dict[str, Any]:
+        metric, mode = meta["metric"], meta["mode"]
+        df = self.done_rows()
+        best: dict[str, Any] = {"space": meta["space"], "task": meta["task"], "metric": metric, "mode": mode,
+                                "algorithms": {}}
+        col = f"final_{metric}"
+        for algo in meta["algorithms"]:
+            rows = df[df["algorithm"] == algo] if len(df) else df
+            entry: dict[str, Any] = {"trials": int(len(rows)), "completed": int((rows["status"] == "completed").sum()) if len(rows) else 0,
+                                     "diverged": int((rows["status"] == "diverged").sum()) if len(rows) else 0}
+            vals = _to_numeric(rows[col]).astype(float) if len(rows) and col in rows else pd.Series(dtype=float)
+            finite = vals[vals.abs() < math.inf] if len(vals) else vals
+            if len(finite):
+                # ranked by the metric after the last round (a scheduler-stopped trial: its last round)
+                i = finite.idxmax() if mode == "max" else finite.idxmin()
+                r = rows.loc[i]
+                entry.update(
+                    trial_id=r["trial_id"], value=float(finite[i]), rounds_done=int(r["rounds_done"]),
+                    best_value=_num(r.get(f"best_{metric}")), best_round=int(r["best_round"]),
+                    status=r["status"], settings=json.loads(r["settings"]), command=r["command"],
+                )
+            best["algorithms"][algo] = entry
+        write_json_atomic(self.best_path, best)
+        return best
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _to_numeric(s: pd.Series) -> pd.Series:
+    s2 = s.replace({"inf": math.inf, "-inf": -math.inf})
+    try:
+        return pd.to_numeric(s2)
+    except (ValueError, TypeError):
+        return s
+
+
+def best_table(best: dict[str, Any], swept: dict[str, list[str]]) -> str:
+    """A plain-text table: one line per algorithm with its best settings."""
+    metric = best["metric"]
+    head = ["algorithm", f"{metric}", "rounds", "best over rounds (round)", "trials", "diverged", "settings"]
+    lines = []
+    for algo, e in best["algorithms"].items():
+        if "value" not in e:
+            why = "(no finished trial)" if not e["trials"] else "(every trial diverged)"
+            lines.append([algo, "-", "-", "-", str(e["trials"]), str(e.get("diverged", 0)), why])
+            continue
+        settings = " ".join(f"{k}={e['settings'][k]}" for k in swept.get(algo, []) if k in e["settings"])
+        bv = "-" if e.get("best_value") is None else f"{e['best_value']:.4f} ({e['best_round']})"
+        lines.append([algo, f"{e['value']:.4f}", str(e["rounds_done"]), bv, str(e["trials"]), str(e.get("diverged", 0)), settings])
+    widths = [max(len(h), *(len(r[i]) for r in lines)) if lines else len(h) for i, h in enumerate(head)]
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])

@@ -1,0 +1,430 @@
+"""A sweep: one Ray Tune run over all algorithms of the space, recorded in one folder.
+
+Each algorithm has its own searcher and budget (PerAlgorithmSearcher hands out trials
+round-robin): `--search grid` gives Tune the grid points not yet run (ListSearcher);
+`--search optuna` asks Ray Tune's OptunaSearch (TPE, categorical over the space's lists,
+warm-started with the trials already recorded) through UniqueSearcher, which never runs a
+configuration twice. One Tune run (not one per algorithm) lets trials of different
+algorithms run side by side and reuse the same trial actors (`reuse_actors`: the process,
+its imports and its cached data partition survive from one trial to the next).
+
+A `Recorder` callback (in this process) collects each trial's rows and writes them when
+the trial ends, and prints one progress line per finished trial.
+
+`--resume DIR` reads DIR/sweep.json (the options and the space as they were) and runs
+only what is missing: grid points without a finished row, or the Optuna samples still
+owed per algorithm. Trials that were running when the sweep stopped start again from
+round 0 (they had not been recorded).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raycompo.errors import ConfigError
+from raycompo.tune.results import SweepStore, best_table, command_line
+from raycompo.tune.searchers import ListSearcher, PerAlgorithmSearcher, UniqueSearcher, point_key
+from raycompo.tune.space import Space, check_metric, load_space, probe_metrics, validate
+from raycompo.tune.trainable import TrialSpec, bundles, host_plan, run_trial
+
+SEARCHES = ("optuna", "grid")
+SCHEDULERS = ("none", "asha")
+
+
+@dataclass
+class SweepOptions:
+    space: str = "dro"
+    search: str = "optuna"
+    samples: int | None = None
+    """Optuna trials per algorithm (default: the space's `samples`)."""
+    rounds: int | None = None
+    metric: str | None = None
+    mode: str | None = None
+    scheduler: str = "none"
+    max_concurrent: int | None = None
+    backend: str = "inline"
+    hosts_per_trial: int = 2
+    driver_cpus: float | None = None
+    cpus_per_actor: float = 0.25
+    gpus_per_actor: float = 0.0
+    full: bool = False
+    data_dir: str | None = None
+    seed: int | None = None
+    algorithms: list[str] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Fixed settings of every trial, over the space's `settings` (--set)."""
+    out: str | None = None
+    reuse_actors: bool = True
+    optuna_seed: int = 0
+
+
+@dataclass
+class SweepOutcome:
+    store: SweepStore
+    best: dict[str, Any]
+    interrupted: bool
+    ran: int
+    table: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    left: int = 0
+    """Trials still to run (interrupted, or failed with an error)."""
+
+
+def trial_id(meta: dict[str, Any], algo: str, point: dict[str, Any]) -> str:
+    key = json.dumps([meta["task"], algo, meta["rounds"], meta["seed"], point_key(point)])
+    return f"{algo}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def prepare(opts: SweepOptions, resume: str | None = None) -> tuple[Space, dict[str, Any], SweepStore]:
+    """Load and check everything (no trial starts): the space, its settings, the metric,
+    the result folder. Raises ConfigError / DataUnavailableError."""
+    if resume:
+        store = SweepStore(resume)
+        if not store.exists():
+            raise ConfigError(f"--resume {resume}: no sweep there (no sweep.json)")
+        meta = store.read_meta()
+        return Space.from_dict(meta["space"]), meta, store
+    if opts.search not in SEARCHES:
+        raise ConfigError(f"unknown --search {opts.search!r}; choose one of: {', '.join(SEARCHES)}")
+    if opts.scheduler not in SCHEDULERS:
+        raise ConfigError(f"unknown --scheduler {opts.scheduler!r}; choose one of: {', '.join(SCHEDULERS)}")
+    if opts.backend not in ("inline", "ray"):
+        raise ConfigError(f"unknown --backend {opts.backend!r}; choose inline or ray")
+    if opts.samples is not None and opts.samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {opts.samples}")
+    if opts.rounds is not None and opts.rounds < 1:
+        raise ConfigError(f"--rounds must be >= 1, got {opts.rounds}")
+    if opts.max_concurrent is not None and opts.max_concurrent < 1:
+        raise ConfigError(f"--max-concurrent must be >= 1, got {opts.max_concurrent}")
+    space = load_space(opts.space)
+    for key in opts.settings:
+        swept = [a for a in space.algorithms if key in space.algorithms[a]]
+        if swept:
+            raise ConfigError(f"--set {key}=...: {key} is swept by space {space.name} for {', '.join(swept)}")
+    space.settings = {**space.settings, **opts.settings}
+    algos = opts.algorithms or list(space.algorithms)
+    mode = opts.mode or space.mode
+    if mode not in ("max", "min"):
+        raise ConfigError(f"--mode must be max or min, got {mode!r}")
+    validate(space, full=opts.full, data_dir=opts.data_dir, algorithms=algos)
+    metric = opts.metric or space.metric
+    check_metric(space, metric, probe_metrics(space, full=opts.full, data_dir=opts.data_dir))
+    out = Path(opts.out or f"sweep_results/{space.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    store = SweepStore(out)
+    if store.exists() or store.trials_path.exists():
+        raise ConfigError(f"{out} already holds a sweep; continue it with --resume {out}, or choose another --out")
+    o = asdict(opts)
+    meta = {
+        "space": space.to_dict(), "options": o, "algorithms": algos, "metric": metric, "mode": mode,
+        "task": space.full_task if opts.full else space.task, "rounds": opts.rounds or space.rounds,
+        "seed": space.seed if opts.seed is None else opts.seed,
+        "samples": opts.samples or space.samples, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    meta["space"]["name"] = space.name
+    return space, meta, store
+
+
+def trial_bundles(meta: dict[str, Any], n_clients: int) -> list[dict[str, float]]:
+    opts = meta["options"]
+    _, hosts = host_plan(n_clients, opts["hosts_per_trial"])
+    ray_backend = opts["backend"] == "ray"
+    driver_cpus = opts["driver_cpus"] if opts["driver_cpus"] is not None else (0.5 if ray_backend else 1.0)
+    return bundles(opts["backend"], hosts, driver_cpus, opts["cpus_per_actor"], opts["gpus_per_actor"])
+
+
+def check_resources(space: Space, meta: dict[str, Any]) -> None:
+    """A trial whose placement group the cluster can never hold would wait forever: fail
+    now instead (a cluster with an autoscaler may grow, so only without --address)."""
+    import ray
+
+    from raycompo.config import resolve
+
+    opts = meta["options"]
+    first = meta["algorithms"][0]
+    n = resolve(space.run_config(first, space.grid(first)[0], full=opts["full"], data_dir=opts["data_dir"])).n_clients
+    need: dict[str, float] = {}
+    for b in trial_bundles(meta, n):
+        for k, v in b.items():
+            need[k] = need.get(k, 0.0) + v
+    have = ray.cluster_resources()
+    for k, v in need.items():
+        if v > have.get(k, 0.0) + 1e-9:
+            raise ConfigError(
+                f"one trial needs {v:g} {k} (placement group {trial_bundles(meta, n)}) but the Ray cluster has "
+                f"{have.get(k, 0.0):g}; lower --hosts-per-trial / --cpus-per-actor / --gpus-per-actor / --driver-cpus"
+            )
+
+
+def plan(space: Space, meta: dict[str, Any], store: SweepStore) -> dict[str, dict[str, Any]]:
+    """Per algorithm: the points still to run (grid) or the samples still owed (optuna),
+    and the finished ones (point, value) for warm starts."""
+    opts = meta["options"]
+    done = store.done_rows()
+    metric = meta["metric"]
+    out: dict[str, dict[str, Any]] = {}
+    for algo in meta["algorithms"]:
+        rows = done[done["algorithm"] == algo] if len(done) else done
+        keys = list(space.algorithms[algo])
+        finished = []
+        for _, r in rows.iterrows():
+            settings = json.loads(r["settings"])
+            point = {k: settings[k] for k in keys if k in settings}
+            value = _num(r.get(f"final_{metric}"))
+            if r["status"] == "diverged" or value is None:
+                value = -math.inf if meta["mode"] == "max" else math.inf
+            finished.append((point, value))
+        ids = set(rows["trial_id"]) if len(rows) else set()
+        if opts["search"] == "grid":
+            todo = [p for p in space.grid(algo) if trial_id(meta, algo, p) not in ids]
+            out[algo] = {"todo": todo, "n": len(todo), "finished": finished}
+        else:
+            n = max(0, min(meta["samples"], space.grid_size(algo)) - len(finished))
+            out[algo] = {"todo": None, "n": n, "finished": finished}
+    return out
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def make_recorder(meta, space, store, printer, counter, scheduler_on):
+    from ray.tune import Callback
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    drop = set(AUTO_RESULT_KEYS) | {"trial_id", "done", "experiment_tag", "experiment_id", "should_checkpoint",
+                                    "time_this_iter_s", "training_iteration"}
+    metric = meta["metric"]
+    order = space.swept_keys() + [f"final_{metric}", f"best_{metric}"]
+
+    class Recorder(Callback):
+        def __init__(self):
+            self.rows: dict[str, list[dict[str, Any]]] = {}
+            self.last: dict[str, dict[str, Any]] = {}
+            self.dropped = 0
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            row = {k: v for k, v in result.items() if k not in drop and not isinstance(v, dict)}
+            self.rows.setdefault(trial.trial_id, []).append(row)
+            self.last[trial.trial_id] = result
+
+        def _record(self, trial, status: str, error: str = ""):
+            rows = self.rows.pop(trial.trial_id, [])
+            result = self.last.pop(trial.trial_id, {})
+            algo = trial.config["algorithm"]
+            point = {k: trial.config[k] for k in space.algorithms[algo] if k in trial.config}
+            cfg = space.run_config(algo, point, full=meta["options"]["full"], rounds=meta["rounds"], seed=meta["seed"],
+                                   backend=meta["options"]["backend"], data_dir=meta["options"]["data_dir"]).to_dict()
+            tid = trial_id(meta, algo, point)
+            final = rows[-1] if rows else {}
+            rec: dict[str, Any] = {"trial_id": tid, "algorithm": algo, "task": cfg["task"], "status": status,
+                                   "rounds_done": int(final.get("round", 0)) if rows else 0}
+            rec.update(point)
+            for k, v in final.items():
+                if k not in ("round", "status", "diverged", "best_round", "trial_time") and not k.startswith("best_") and isinstance(v, (int, float)):
+                    rec[f"final_{k}"] = v
+            if status == "diverged":
+                rec[f"final_{metric}"] = -math.inf if meta["mode"] == "max" else math.inf
+            rec[f"best_{metric}"] = final.get(f"best_{metric}")
+            rec["best_round"] = final.get("best_round")
+            rec["time_s"] = round(float(final.get("trial_time", result.get("time_total_s", 0.0))), 3)
+            rec["seed"] = cfg["seed"]
+            rec["rounds"] = cfg["rounds"]
+            rec["settings"] = json.dumps(cfg["settings"])
+            rec["command"] = command_line(cfg)
+            rec["error"] = error
+            store.record(rec, rows, order=order)
+            counter["done"] += 1
+            printer(rec, point)
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            rows = self.rows.get(trial.trial_id, [])
+            status = rows[-1].get("status", "running") if rows else "running"
+            if status == "running":
+                if not scheduler_on or counter.get("stopping"):
+                    self.rows.pop(trial.trial_id, None)  # stopped by an interruption: not finished
+                    self.dropped += 1
+                    return
+                status = "stopped"
+            self._record(trial, status)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            err = trial.get_error()
+            msg = str(err).strip().splitlines()[-1] if err else "error"
+            self._record(trial, "error", msg[:500])
+
+    return Recorder()
+
+
+def _progress_printer(meta: dict[str, Any], total: int, stream, start: float) -> Callable:
+    metric = meta["metric"]
+    state = {"n": 0}
+
+    def show(rec: dict[str, Any], point: dict[str, Any]) -> None:
+        state["n"] += 1
+        v = rec.get(f"final_{metric}")
+        vs = f"{v:.4f}" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
+        b = rec.get(f"best_{metric}")
+        bs = f"{b:.4f}" if isinstance(b, (int, float)) and math.isfinite(b) else "-"
+        settings = " ".join(f"{k}={v}" for k, v in point.items())
+        elapsed = time.perf_counter() - start
+        print(
+            f"[{state['n']:>3}/{total}] {rec['algorithm']:<8} {settings:<32} {metric} {vs} (best {bs})  "
+            f"{rec['status']}{' ' + rec['error'] if rec.get('error') else ''}  {rec['time_s']:.1f}s  [{elapsed:.0f}s]",
+            file=stream or sys.stderr, flush=True,  # looked up now: Tune pickles its callbacks
+        )
+
+    return show
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
+    import ray
+
+    if not ray.is_initialized():
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                 configure_logging=True, logging_level="WARNING")
+
+
+def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_concurrent: int | None = None,
+              stream=None, quiet: bool = False, stop_after: int | None = None) -> SweepOutcome:
+    """Run what `plan` says is left, in one Tune run; write the result files.
+    `stop_after`: stop the sweep (as Ctrl-C does) once this many trials have finished."""
+    import logging
+
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's own tables off (verbose=0): one line per trial instead
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # our files hold the results
+    for name in ("ray.tune", "ray.air", "ray.train"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    import optuna
+    from ray import tune
+    from ray.tune.search.optuna import OptunaSearch
+
+    from raycompo.config import resolve
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    opts = meta["options"]
+    metric, mode = meta["metric"], meta["mode"]
+    if not store.exists():
+        store.write_meta(meta)
+    store.forget_unfinished()
+    todo = plan(space, meta, store)
+    total = sum(t["n"] for t in todo.values())
+    start = time.perf_counter()
+    printer = _progress_printer(meta, total, stream, start) if not quiet else (lambda rec, point: None)
+    counter = {"done": 0}
+    max_conc = max_concurrent or opts.get("max_concurrent")
+    if not quiet:
+        already = sum(len(t["finished"]) for t in todo.values())
+        print(f"sweep {space.name}: task {meta['task']}, {opts['search']} search, {meta['rounds']} rounds per trial, "
+              f"{total} trial(s) to run" + (f" ({already} already done)" if already else "") +
+              f", backend {opts['backend']}; results in {store.dir}", file=stream or sys.stderr, flush=True)
+    interrupted = False
+    if total:
+        first = meta["algorithms"][0]
+        n = resolve(space.run_config(first, space.grid(first)[0], full=opts["full"], data_dir=opts["data_dir"])).n_clients
+        per, hosts = host_plan(n, opts["hosts_per_trial"])
+        ray_backend = opts["backend"] == "ray"
+        bases = {
+            algo: space.run_config(algo, {}, full=opts["full"], rounds=meta["rounds"], seed=meta["seed"],
+                                   backend=opts["backend"], data_dir=opts["data_dir"],
+                                   clients_per_actor=per if ray_backend else None,
+                                   cpus_per_actor=opts["cpus_per_actor"], gpus_per_actor=opts["gpus_per_actor"]).to_dict()
+            for algo in meta["algorithms"]
+        }
+        spec = TrialSpec(bases=bases, metric=metric, mode=mode, hosts=hosts)
+        pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
+        trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), pgf)
+        searchers: dict[str, Any] = {}
+        for algo, t in todo.items():
+            if t["n"] == 0:
+                continue
+            if opts["search"] == "grid":
+                searchers[algo] = ListSearcher(t["todo"], metric=metric, mode=mode)
+                continue
+            dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.algorithms[algo].items()}
+            finished = t["finished"]
+            inner = OptunaSearch(
+                space=dist, metric=metric, mode=mode, seed=opts.get("optuna_seed", 0),
+                points_to_evaluate=[p for p, _ in finished] or None,
+                evaluated_rewards=[v for _, v in finished] or None,
+            )
+            searchers[algo] = UniqueSearcher(inner, {point_key(p): v for p, v in finished}, metric=metric, mode=mode)
+        searcher = PerAlgorithmSearcher(searchers, {a: t["n"] for a, t in todo.items()}, metric=metric, mode=mode)
+        scheduler = None
+        if opts["scheduler"] == "asha":
+            from ray.tune.schedulers import ASHAScheduler
+
+            max_t = meta["rounds"] + 1  # reports: round 0 .. rounds
+            scheduler = ASHAScheduler(time_attr="training_iteration", max_t=max_t,
+                                      grace_period=max(1, min(max_t, max_t // 5)), reduction_factor=3)
+        recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
+        stopper = _StopAfter(counter, stop_after) if stop_after else None
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(
+                search_alg=searcher, metric=metric, mode=mode, num_samples=total, scheduler=scheduler,
+                max_concurrent_trials=max_conc, reuse_actors=opts.get("reuse_actors", True),
+                trial_dirname_creator=lambda trial: trial.trial_id,
+            ),
+            run_config=tune.RunConfig(
+                name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}", storage_path=str((store.dir / "tune").resolve()),
+                callbacks=[recorder], verbose=0, stop=stopper,
+            ),
+        )
+        grid = tuner.fit()
+        interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
+    store.forget_unfinished()
+    left = sum(t["n"] for t in plan(space, meta, store).values())
+    interrupted = interrupted or left > 0  # Ctrl-C, --stop-after, or failed trials: --resume runs the rest
+    store.write_metrics()
+    best = store.write_best(meta)
+    table = best_table(best, {a: list(space.algorithms[a]) for a in meta["algorithms"]})
+    counts = store.trials()["status"].value_counts().to_dict() if store.trials_path.exists() else {}
+    return SweepOutcome(store, best, interrupted, counter["done"], table, counts, left)
+
+
+def _stop_after_class():
+    from ray.tune import Stopper
+
+    class StopAfter(Stopper):
+        """Ends the whole sweep once `n` trials have finished (running ones are dropped)."""
+
+        def __init__(self, counter: dict[str, int], n: int):
+            self.counter, self.n = counter, n
+
+        def __call__(self, trial_id, result) -> bool:
+            return False
+
+        def stop_all(self) -> bool:
+            if self.counter["done"] >= self.n:
+                self.counter["stopping"] = 1
+            return bool(self.counter.get("stopping"))
+
+    return StopAfter
+
+
+def _StopAfter(counter, n):  # noqa: N802
+    return _stop_after_class()(counter, n)
+
+
+def _was_interrupted(grid) -> bool:
+    try:
+        from ray.tune.experiment import Trial
+
+        trials = grid._experiment_analysis.trials
+        return any(t.status not in (Trial.TERMINATED, Trial.ERROR) for t in trials)
+    except Exception:
+        return False

@@ -1,0 +1,100 @@
+"""The Tune trainable: one trial is one whole federation, `raycompo.engine.run`.
+
+Resources are a placement group: bundle 0 for the trial's driver (this function) and,
+with `--backend ray`, one bundle per client-host actor (CPUs and a GPU fraction); the
+engine places host j on bundle j+1. Tune reserves the whole group before the trial
+starts, so trials never wait on each other half-started, and removes it when the trial
+ends; the engine kills its host actors in `run`'s finally, so no actor outlives its trial.
+
+Each round's row is reported to Tune (so ASHA can stop a trial early and Optuna sees
+intermediate values) with these extra columns:
+
+* `status`: 'running', then 'completed' or 'diverged' on the last report;
+* `best_<metric>`, `best_round`: the best value of the optimized metric so far;
+* `trial_time`: seconds since the trial started (setup included);
+* on divergence the optimized metric is reported as its worst value (-inf for mode
+  max, +inf for min), so the searcher ranks the trial last; the trial ends, the sweep
+  goes on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class TrialSpec:
+    """What is the same for every trial (the config holds `algorithm` and the point)."""
+
+    bases: dict[str, dict[str, Any]]
+    """Per algorithm: RunConfig.to_dict() without the swept settings."""
+    metric: str
+    mode: str
+    hosts: int = 1
+    """Client-host actors per trial (--backend ray)."""
+
+
+def host_plan(n_clients: int, hosts: int) -> tuple[int, int]:
+    """(clients_per_actor, host actors actually needed) for `hosts` wanted."""
+    hosts = max(1, min(hosts, n_clients))
+    per = math.ceil(n_clients / hosts)
+    return per, math.ceil(n_clients / per)
+
+
+def bundles(backend: str, hosts: int, driver_cpus: float, cpus_per_actor: float, gpus_per_actor: float) -> list[dict[str, float]]:
+    """Placement group bundles of one trial: the driver, then one per client host."""
+    if backend == "inline":
+        return [{"CPU": driver_cpus}]
+    host = {"CPU": cpus_per_actor}
+    if gpus_per_actor > 0:
+        host["GPU"] = gpus_per_actor
+    return [{"CPU": driver_cpus}] + [dict(host) for _ in range(hosts)]
+
+
+def worst(mode: str) -> float:
+    return -math.inf if mode == "max" else math.inf
+
+
+def better(a: float, b: float, mode: str) -> bool:
+    return a > b if mode == "max" else a < b
+
+
+def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
+    """The Tune function trainable (bind `spec` with tune.with_parameters)."""
+    import time
+
+    import ray
+    from ray import tune
+
+    from raycompo.config import RunConfig
+    from raycompo.engine import run
+
+    point = {k: v for k, v in config.items() if k != "algorithm"}
+    d = dict(spec.bases[config["algorithm"]])
+    d["settings"] = {**d.get("settings", {}), **point}
+    cfg = RunConfig.from_dict(d)
+    pg = ray.util.get_current_placement_group() if cfg.backend == "ray" else None
+    metric, mode = spec.metric, spec.mode
+    state = {"best": worst(mode), "best_round": -1, "last": worst(mode)}
+    t0 = time.perf_counter()
+
+    def report(row: dict[str, Any]) -> None:
+        out = {k: v for k, v in row.items() if isinstance(v, (int, float, str, bool)) or v is None}
+        diverged = bool(row.get("diverged"))
+        value = row.get(metric)
+        if diverged or not isinstance(value, (int, float)) or not math.isfinite(value):
+            value = worst(mode) if diverged else state["last"]
+        state["last"] = value
+        if better(value, state["best"], mode) or state["best_round"] < 0:
+            state["best"], state["best_round"] = value, row["round"]
+        out[metric] = value
+        out[f"best_{metric}"] = state["best"]
+        out["best_round"] = state["best_round"]
+        last = diverged or row["round"] >= cfg.rounds
+        out["status"] = ("diverged" if diverged else "completed") if last else "running"
+        out["trial_time"] = time.perf_counter() - t0
+        tune.report(out)
+
+    run(cfg, progress=report, driver="local", placement_group=pg)
