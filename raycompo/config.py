@@ -68,9 +68,21 @@ class Resolved:
         return {**dataclasses.asdict(self.task_settings), **dataclasses.asdict(self.algo_settings)}
 
 
-def resolve(cfg: RunConfig) -> Resolved:
+def algorithm_overrides(task_cls: type, algo_cls: type, algo: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The values of `algo_cls.Settings` fields: the task's paper defaults (its per-algorithm
+    entry winning over the shared ones), then the user's `settings`."""
+    keys = set(names(algo_cls.Settings))
+    defaults = {k: v for k, v in task_cls.algo_defaults.items() if not isinstance(v, dict)}
+    defaults.update(task_cls.algo_defaults.get(algo, {}))
+    return {k: v for k, v in {**defaults, **settings}.items() if k in keys}
+
+
+def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     """Look up the task and algorithm and build their settings: the task's paper defaults
-    for algorithm settings first, then the user's overrides. Raises ConfigError."""
+    for algorithm settings first, then the user's overrides. Raises ConfigError.
+
+    `check_clients=False` skips the checks that need the task's number of clients (which
+    some tasks only know from their data), e.g. to validate a sweep before any data loads."""
     from raycompo.algorithms import algorithm_class
     from raycompo.tasks import task_class
 
@@ -86,9 +98,7 @@ def resolve(cfg: RunConfig) -> Resolved:
     check_known(cfg.settings, task_cls.Settings, algo_cls.Settings, context=f"task {cfg.task} with algorithm {cfg.algo}")
     task_settings = build(task_cls.Settings, cfg.settings)
     task_settings.validate()
-    algo_keys = set(names(algo_cls.Settings))
-    algo_over = {k: v for k, v in {**task_cls.algo_defaults, **cfg.settings}.items() if k in algo_keys}
-    algo_settings = build(algo_cls.Settings, algo_over)
-    n_clients = task_cls(task_settings, cfg.seed, cfg.data_dir).n_clients
+    algo_settings = build(algo_cls.Settings, algorithm_overrides(task_cls, algo_cls, cfg.algo, cfg.settings))
+    n_clients = task_cls(task_settings, cfg.seed, cfg.data_dir).n_clients if check_clients else 10**9
     algo_settings.validate(n_clients)
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings)

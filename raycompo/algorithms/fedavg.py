@@ -1,15 +1,38 @@
 """FedAvg (McMahan et al. 2017): tau local SGD steps on the mean loss, then the server
 averages the cohort's models weighted by their sample counts n_i (as the ComFedL paper
-describes it: weights proportional to the number of samples of each client)."""
+describes it: weights proportional to the number of samples of each client).
+
+`eval_adapt_steps` > 0 evaluates each client after that many gradient steps on a support
+batch of its training data (ComFedL journal 5.2: "FedAvg is trained with one step at test
+time" for a fair comparison with the personalized methods); 0 (default) evaluates the
+global model as is."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.algorithms.personalized import adapted_metrics
+from raycompo.settings import require
+
+
+@dataclass
+class FedAvgSettings(LocalSettings):
+    eval_adapt_steps: int = 0
+    """Gradient steps each client takes on a support batch of its training data before it is
+    evaluated (0: evaluate the global model itself; the personalized-FL tasks use 1)."""
+    eval_lr: float | None = None
+    """Step size of those evaluation steps (None: lr)."""
+
+    def validate(self, n_clients: int) -> None:
+        super().validate(n_clients)
+        require(self.eval_adapt_steps >= 0, f"eval_adapt_steps must be >= 0, got {self.eval_adapt_steps}")
+        require(self.eval_lr is None or self.eval_lr > 0, f"eval_lr must be > 0, got {self.eval_lr}")
 
 
 class FedAvg(Algorithm):
     name = "fedavg"
-    Settings = LocalSettings
+    Settings = FedAvgSettings
 
     def server_round(self, ctx, w, state):
         cohort = ctx.sample(self.s.cohort_size(ctx.n_clients))
@@ -20,3 +43,9 @@ class FedAvg(Algorithm):
         w = local_sgd(c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size, lambda w, b, t: self.loss_grad(w, b))
         n = float(c.data.num_samples)
         return {"nw": n * w, "n": n}
+
+    def client_evaluate(self, c, payload):
+        if self.s.eval_adapt_steps == 0:
+            return super().client_evaluate(c, payload)
+        lr = self.s.lr if self.s.eval_lr is None else self.s.eval_lr
+        return adapted_metrics(self.task, c, payload["w"], lr, self.s.eval_adapt_steps, self.s.batch_size)

@@ -63,7 +63,8 @@ class Task:
     name: ClassVar[str]
     Settings: ClassVar[type]
     algo_defaults: ClassVar[dict[str, Any]] = {}
-    """The paper's defaults for algorithm settings on this task (lr, tau, batch size...)."""
+    """The paper's defaults for algorithm settings on this task (lr, tau, batch size...);
+    an entry named after an algorithm holds that algorithm's own defaults, which win."""
     default_metric: ClassVar[tuple[str, str]] = ("val_acc_worst", "max")
     """The metric a sweep optimizes by default, and its mode."""
 

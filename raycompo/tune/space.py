@@ -236,17 +236,7 @@ def _check_points(space: Space, algo: str, max_product: int = 32) -> list[dict[s
 def check_without_data(cfg: RunConfig) -> None:
     """`resolve` minus what needs the task's data (its number of clients): names, types
     and ranges of the settings."""
-    from raycompo.algorithms import algorithm_class
-    from raycompo.settings import build, check_known, names
-    from raycompo.tasks import task_class
-
-    task_cls = task_class(cfg.task)
-    algo_cls = algorithm_class(cfg.algo)
-    check_known(cfg.settings, task_cls.Settings, algo_cls.Settings, context=f"task {cfg.task} with algorithm {cfg.algo}")
-    build(task_cls.Settings, cfg.settings).validate()
-    algo_keys = set(names(algo_cls.Settings))
-    algo_settings = build(algo_cls.Settings, {k: v for k, v in {**task_cls.algo_defaults, **cfg.settings}.items() if k in algo_keys})
-    algo_settings.validate(10**9)
+    resolve(cfg, check_clients=False)
 
 
 def probe_metrics(space: Space, *, full: bool = False, data_dir: str | None = None) -> list[str]:
