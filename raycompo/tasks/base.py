@@ -8,6 +8,7 @@ through the driver.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import torch
@@ -49,6 +50,11 @@ class ClientData:
         return ClientData(self.client_id, mv(self.x), mv(self.y), mv(self.x_val), mv(self.y_val), outer, self.extra)
 
 
+@lru_cache(maxsize=4)
+def _cached_partition(cls: type, settings_key: tuple, seed: int, data_dir: str | None) -> list[ClientData]:
+    return cls(cls.Settings(**dict(settings_key)), seed, data_dir).partition()
+
+
 def _sample(x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, size: int | None):
     n = len(y)
     if size is None or size >= n:
@@ -82,8 +88,15 @@ class Task:
     def build_module(self) -> torch.nn.Module:
         raise NotImplementedError
 
-    def clients(self, ids: list[int]) -> list[ClientData]:
+    def partition(self) -> list[ClientData]:
+        """All clients' data, built from (settings, seed, data_dir)."""
         raise NotImplementedError
+
+    def clients(self, ids: list[int]) -> list[ClientData]:
+        """The clients `ids`, from a partition built once per process and cached."""
+        key = tuple(sorted(vars(self.settings).items()))
+        all_clients = _cached_partition(type(self), key, self.seed, self.data_dir)
+        return [all_clients[i] for i in ids]
 
     def loss(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """Mean loss of model w on a batch."""

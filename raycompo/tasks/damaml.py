@@ -23,7 +23,6 @@ the rest to the validation pool, then both pools are split rho-dominantly; a sma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
@@ -107,10 +106,6 @@ class DamamlCifar10(ClassificationTask):
         std = torch.tensor(CIFAR_STD).view(1, 3, 1, 1)
         return ((x - mean) / std, y), ((xv - mean) / std, yv)
 
-    def clients(self, ids: list[int]) -> list[ClientData]:
-        key = tuple(sorted(vars(self.settings).items()))
-        all_clients = _partition_cached(type(self), key, self.seed, self.data_dir)
-        return [all_clients[i] for i in ids]
 
     def partition(self) -> list[ClientData]:
         s = self.settings
@@ -166,10 +161,3 @@ class DamamlMnist5k(DamamlCifar10):
         ti = torch.as_tensor(np.concatenate(train_idx))
         vi = torch.as_tensor(np.concatenate(val_idx))
         return (x[ti], y[ti]), (x[vi], y[vi])
-
-
-@lru_cache(maxsize=4)
-def _partition_cached(
-    cls: type, settings_key: tuple, seed: int, data_dir: str | None
-) -> list[ClientData]:
-    return cls(cls.Settings(**dict(settings_key)), seed, data_dir).partition()

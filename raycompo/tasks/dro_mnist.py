@@ -14,7 +14,6 @@ validates on its own skewed label distribution, the big client on a near-uniform
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import torch
 
@@ -72,9 +71,6 @@ class DroMnist(ClassificationTask):
         """(training pool, validation pool)."""
         return load_mnist(self.data_dir)
 
-    def clients(self, ids: list[int]) -> list[ClientData]:
-        all_clients = _partition(type(self), self.settings, self.seed, self.data_dir, self)
-        return [all_clients[i] for i in ids]
 
     def partition(self) -> list[ClientData]:
         s = self.settings
@@ -115,15 +111,3 @@ class DroMnist5k(DroMnist):
         perm = torch.as_tensor(numpy_rng(self.seed, DATA, 1).permutation(len(y)))
         train, held_out = perm[:n_train], perm[n_train:]
         return (x[train], y[train]), (x[held_out], y[held_out])
-
-
-@lru_cache(maxsize=4)
-def _partition_cached(cls: type, settings_key: tuple, seed: int, data_dir: str | None) -> list[ClientData]:
-    task = cls(cls.Settings(**dict(settings_key)), seed, data_dir)
-    return task.partition()
-
-
-def _partition(cls, settings, seed, data_dir, task) -> list[ClientData]:
-    key = tuple(sorted(vars(settings).items()))
-    return _partition_cached(cls, key, seed, data_dir)
-

@@ -28,7 +28,6 @@ scikit-learn, no download) with multinomial logistic regression: the offline tas
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
@@ -110,10 +109,6 @@ class StTask(ClassificationTask):
         """(balanced training set, test set), normalized."""
         raise NotImplementedError
 
-    def clients(self, ids: list[int]) -> list[ClientData]:
-        key = tuple(sorted(vars(self.settings).items()))
-        all_clients = _partition_cached(type(self), key, self.seed, self.data_dir)
-        return [all_clients[i] for i in ids]
 
     def partition(self) -> list[ClientData]:
         s = self.settings
@@ -216,8 +211,3 @@ class FedDroDigitsSt(StTask):
         mask[test] = False
         tr, te = torch.as_tensor(np.flatnonzero(mask)), torch.as_tensor(np.sort(test))
         return (x[tr], y[tr]), (x[te], y[te])
-
-
-@lru_cache(maxsize=4)
-def _partition_cached(cls: type, settings_key: tuple, seed: int, data_dir: str | None) -> list[ClientData]:
-    return cls(cls.Settings(**dict(settings_key)), seed, data_dir).partition()

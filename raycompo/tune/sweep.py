@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from raycompo.errors import ConfigError
-from raycompo.tune.results import SweepStore, best_table, command_line
+from raycompo.tune.results import SweepStore, _num, best_table, command_line
 from raycompo.tune.searchers import ListSearcher, PerAlgorithmSearcher, UniqueSearcher, point_key
 from raycompo.tune.space import Space, check_metric, load_space, probe_metrics, validate
 from raycompo.tune.trainable import TrialSpec, bundles, host_plan, run_trial
@@ -191,13 +191,6 @@ def plan(space: Space, meta: dict[str, Any], store: SweepStore) -> dict[str, dic
             out[algo] = {"todo": None, "n": n, "finished": finished}
     return out
 
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
 
 
 def make_recorder(meta, space, store, printer, counter, scheduler_on):
