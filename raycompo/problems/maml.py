@@ -15,12 +15,12 @@ support set, `outer` the query set.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.func import grad
+from torch.func import grad, vjp
 
 Loss = Callable[[torch.Tensor, Any], torch.Tensor]
 
@@ -54,3 +54,44 @@ def adapt(loss: Loss, w: torch.Tensor, support: Any, inner_lr: float, steps: int
     for _ in range(steps):
         w = w - inner_lr * grad(loss)(w, support)
     return w.detach()
+
+
+def meta_batch_vjp(
+    problem: MAML, w: torch.Tensor, tasks: Sequence[tuple[Any, Any]]
+) -> tuple[list[torch.Tensor], Callable[[Sequence[torch.Tensor]], torch.Tensor]]:
+    """The inner values y_j = f(w; support_j) of a meta-batch of tasks (support, query),
+    and `pull(y_hats)` = 1/B sum_j J_f(w; support_j)^T grad g(y_hat_j; query_j).
+
+    Splitting the two lets an algorithm update its inner-state estimate from the y_j
+    before choosing where the outer gradients are taken (SCGD evaluates them at the
+    new estimate u_{t+1}, Local-SCGDM Algorithm 1 line 8). The pull-backs contain the
+    Hessian-vector products of the inner maps (none with `first_order`).
+    """
+    values, pullbacks = [], []
+    for support, _ in tasks:
+        y, pullback = vjp(lambda v, s=support: problem.inner(v, s), w)
+        values.append(y.detach())
+        pullbacks.append(pullback)
+
+    def pull(y_hats: Sequence[torch.Tensor]) -> torch.Tensor:
+        total = torch.zeros_like(w)
+        for (_, query), y_hat, pullback in zip(tasks, y_hats, pullbacks):
+            v = grad(lambda z, q=query: problem.outer(z, q))(y_hat.detach())
+            total = total + pullback(v)[0]
+        return total / len(tasks)
+
+    return values, pull
+
+
+def meta_batch_gradient(
+    problem: MAML,
+    w: torch.Tensor,
+    tasks: Sequence[tuple[Any, Any]],
+    y_hats: Sequence[torch.Tensor | None] | None = None,
+) -> torch.Tensor:
+    """Mean over a meta-batch of tasks (support, query) of each task's compositional
+    gradient J_f(w; support)^T grad g(y_hat; query). `y_hats[j]` None (or no y_hats):
+    the plug-in point f(w; support_j) itself, i.e. the plain (biased) MAML gradient."""
+    values, pull = meta_batch_vjp(problem, w, tasks)
+    hats = list(y_hats) if y_hats is not None else [None] * len(tasks)
+    return pull([y if h is None else h for y, h in zip(values, hats)])

@@ -1,0 +1,180 @@
+"""The local compositional-gradient family of the Local-SCGDM paper (Gao, Li & Huang):
+Local-SCGDM, Local-SCGD, Local-MOML and Local-BSGD share one local step and differ in
+its coefficients and in what the server averages every p steps.
+
+Problem (Local-SCGDM eq. 1, for MAML eq. 8): min_x 1/K sum_k f^(k)(g^(k)(x)), where on a
+meta-batch of tasks j the inner map is g_j(x; xi) = x - lambda grad L_j(x; support_j) and
+the outer function f_j(y; zeta) = L_j(y; query_j). One local step at iteration t:
+
+    y_j = g_j(x_t; xi_t)                                 inner values (one per task)
+    u   <- (1 - c_u) u + c_u * y                         inner state    (Alg. 1 line 7)
+    z_t = 1/B sum_j J_{g_j}(x_t)^T grad f_j(u; zeta_t)    at the NEW u   (line 8)
+    m   <- (1 - c_m) m + c_m * z_t                       momentum       (line 9)
+    x   <- x - s * m                                     step           (line 11)
+
+with, at the very first iteration t = 0, u_1 = y and m_1 = z_0 (lines 3-5). The
+coefficients `c_u` and `c_m` weigh the NEW sample, the old state keeps 1 - c, as in
+the algorithm box (line 7: u_{t+1} = (1 - gamma eta) u_t + gamma eta g(x_t)).
+
+Inner state `u` is either one estimate shared by all of a client's tasks (u in R^d,
+the mean of the sampled tasks' inner values enters the average; Algorithm 1 as
+written) or one estimate u_i per task i (`per_task`, MOML and section 5.1's fair
+comparison), created by line 3's rule the first time task i is sampled, and kept in
+the owning client's persistent state for the whole run. Per-task states are never
+averaged: every task lives on exactly one client.
+
+The engine's round is one communication period: p local steps, then the server
+averages what the variant communicates (lines 12-16) and sends it back with the
+next round's payload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from raycompo.algorithms.base import Algorithm
+from raycompo.errors import ConfigError
+from raycompo.problems.maml import meta_batch_vjp
+from raycompo.settings import require
+
+
+@dataclass
+class LocalCompositionalSettings:
+    """Settings shared by Local-SCGDM, Local-SCGD, Local-MOML and Local-BSGD."""
+
+    lr: float = 0.01
+    """Meta learning rate (Local-SCGDM: the coefficient beta of the step beta*eta)."""
+    p: int = 5
+    """Communication period p: local steps between two averagings (one round)."""
+    batch_size: int | None = 3
+    """Tasks per client per meta-iteration (the meta-batch; None: all the client's tasks)."""
+    clients_per_round: int | None = None
+    """Clients sampled per round (None: all K devices, as in Algorithm 1)."""
+    first_order: bool = False
+    """Drop the Hessian-vector product of the MAML inner map (first-order MAML); default: exact second order."""
+
+    def validate(self, n_clients: int) -> None:
+        require(self.lr > 0, f"lr must be > 0, got {self.lr}")
+        require(self.p >= 1, f"p (communication period) must be >= 1, got {self.p}")
+        require(
+            self.batch_size is None or self.batch_size >= 1,
+            f"batch_size must be >= 1, got {self.batch_size}",
+        )
+        m = self.clients_per_round
+        require(
+            m is None or 1 <= m <= n_clients,
+            f"clients_per_round must be in [1, n={n_clients}], got {m}",
+        )
+
+    def cohort_size(self, n_clients: int) -> int:
+        return n_clients if self.clients_per_round is None else self.clients_per_round
+
+
+def require_coefficient(name: str, value: float, closed: bool = False) -> None:
+    """A moving-average weight in (0, 1), or (0, 1] when `closed`."""
+    ok = 0 < value <= 1 if closed else 0 < value < 1
+    bound = "(0, 1]" if closed else "(0, 1)"
+    require(ok, f"{name} = {value:g} must be in {bound}")
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """The coefficients of one local step and what the server averages."""
+
+    step: float
+    """s: x <- x - s * m."""
+    inner: float | None
+    """c_u, weight of the new inner value in u; None: no inner state (plug-in, BSGD)."""
+    momentum: float | None
+    """c_m, weight of z in m; None: no momentum (m = z)."""
+    per_task: bool = False
+    """One inner state u_i per task, kept on the owning client."""
+
+    @property
+    def averages(self) -> tuple[str, ...]:
+        """What the server averages every p steps besides x (lines 13-15)."""
+        out = []
+        if self.momentum is not None:
+            out.append("m")
+        if self.inner is not None and not self.per_task:
+            out.append("u")
+        return tuple(out)
+
+
+def moving_average(old: torch.Tensor | None, new: torch.Tensor, weight: float) -> torch.Tensor:
+    """(1 - weight) * old + weight * new; the first value (old None) is `new` itself."""
+    return new if old is None else (1 - weight) * old + weight * new
+
+
+class LocalCompositional(Algorithm):
+    """Base of the four variants: a subclass sets `name`, `Settings` and `recurrence`."""
+
+    Settings: ClassVar[type] = LocalCompositionalSettings
+
+    def __init__(self, settings: Any, task: Any):
+        super().__init__(settings, task)
+        if not hasattr(task, "composition"):
+            raise ConfigError(
+                f"{self.name} needs a compositional (meta-learning) task such as maml-sinusoid or maml-omniglot; {task.name} is not one"
+            )
+        self.problem = task.composition(first_order=settings.first_order)
+        if self.recurrence().per_task and not getattr(task, "has_task_ids", False):
+            raise ConfigError(
+                f"{self.name} with one inner state per task needs a task with a finite set of training tasks "
+                f"(e.g. maml-sinusoid); {task.name} draws new tasks at every step"
+            )
+
+    def recurrence(self) -> Recurrence:
+        raise NotImplementedError
+
+    # --- server: lines 12-16 --------------------------------------------------------
+    def server_round(self, ctx, w, state):
+        p = self.s.p
+        cohort = ctx.sample(self.s.cohort_size(ctx.n_clients))
+        payload = {
+            "w": w,
+            "t0": ctx.round * p,
+            **{k: state.get(k) for k in self.recurrence().averages},
+        }
+        sums = ctx.map("local", cohort, payload)
+        n = sums["count"]
+        averaged = {k: sums[k] / n for k in self.recurrence().averages}  # m-bar, u-bar
+        return sums["x"] / n, averaged  # x-bar
+
+    # --- client: p local steps, lines 2-11 --------------------------------------------
+    def init_client_state(self, c):
+        return {"u_task": {}}  # per-task inner states u_i, by task id (per_task only)
+
+    def client_local(self, c, payload):
+        r = self.recurrence()
+        x, m, u = payload["w"], payload.get("m"), payload.get("u")
+        u_task: dict[Any, torch.Tensor] = c.state["u_task"]
+        for t in range(self.s.p):
+            first = payload["t0"] + t == 0  # global iteration t = 0: lines 3-5
+            tasks = c.data.batch(c.rng(t), self.s.batch_size)
+            ys, pull = meta_batch_vjp(self.problem, x, [(s.support, s.query) for s in tasks])
+            if r.inner is None:  # plug-in: grad f at g(x) itself (BSGD)
+                hats = ys
+            elif r.per_task:  # u_i <- (1 - c_u) u_i + c_u g_i(x); u_i = g_i(x) when new
+                for s, y in zip(tasks, ys):
+                    u_task[s.key] = moving_average(u_task.get(s.key), y, r.inner)
+                hats = [u_task[s.key] for s in tasks]
+            else:  # lines 3 / 7 with the meta-batch mean of the inner values
+                u = moving_average(None if first else u, torch.stack(ys).mean(0), r.inner)
+                hats = [u] * len(tasks)
+            z = pull(hats)  # lines 4 / 8
+            if r.momentum is None:  # no momentum: the step follows z itself
+                m = z
+            else:  # lines 5 / 9
+                m = moving_average(None if first else m, z, r.momentum)
+            x = x - r.step * m  # line 11
+        out = {"x": x, "count": 1.0}
+        if "m" in r.averages:
+            out["m"] = m
+        if "u" in r.averages:
+            out["u"] = u
+        c.state.update({k: v for k, v in (("m", m), ("u", u)) if v is not None})  # for inspection
+        return out

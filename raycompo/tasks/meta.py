@@ -1,0 +1,51 @@
+"""Federated meta-learning tasks (Local-SCGDM section 3.3, eq. 8): each client owns a
+distribution of learning tasks, and the federation learns a meta-initialization x for
+one-step MAML, the composition f(g(x)) with inner map g(x) = x - lambda grad L_train(x)
+and outer function f(y) = L_test(y).
+
+A client's `batch(gen, size)` is a meta-batch: `size` tasks, each a `TaskSample(key,
+support, query)`; `key` identifies the task among a finite training set (per-task inner
+states, MOML) or is None when tasks are drawn afresh (Omniglot N-way episodes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+from torch.func import grad, vmap
+
+from raycompo.problems.maml import MAML
+from raycompo.tasks.base import Task
+
+
+class TaskSample(NamedTuple):
+    key: int | None
+    """Task id in the client's finite task set, or None for a fresh episode."""
+    support: Any
+    """The task's training set D_train (the inner map's data xi)."""
+    query: Any
+    """The task's test set D_test (the outer function's data zeta)."""
+
+
+class MetaTask(Task):
+    """Base of meta-learning tasks; subclasses give the data, the model and the loss.
+    Their settings have `inner_lr` (lambda) and `eval_steps`."""
+
+    has_task_ids: ClassVar[bool] = False
+    """Whether training tasks come from a finite set with ids (needed by per-task states)."""
+    default_metric = ("val_loss", "min")
+
+    def composition(self, first_order: bool = False) -> MAML:
+        """The client's local composition for the compositional algorithms."""
+        return MAML(self.loss, self.settings.inner_lr, first_order=first_order)
+
+    def adapted_loss(self, w: torch.Tensor, support: Any, query: Any) -> torch.Tensor:
+        """Query loss after `eval_steps` gradient steps of size lambda on the support set."""
+        for _ in range(self.settings.eval_steps):
+            w = w - self.settings.inner_lr * grad(self.loss)(w, support)
+        return self.loss(w, query)
+
+    def adapted_losses(self, w: torch.Tensor, support: Any, query: Any) -> torch.Tensor:
+        """`adapted_loss` of many tasks at once: support and query carry a leading task axis."""
+        return vmap(self.adapted_loss, in_dims=(None, 0, 0))(w, support, query)
