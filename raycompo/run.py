@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from raycompo.config import BACKENDS, RunConfig
+from raycompo.config import BACKENDS, RunConfig, resolve
 from raycompo.errors import RaycompoError
 from raycompo.settings import parse_value
 
@@ -59,18 +59,26 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     )
 
 
-def progress_printer(total: int, stream=sys.stderr):
+def headline(metric: str, row: dict[str, Any]) -> str:
+    """'val_acc 0.8123 (worst 0.7000)': the task's main metric and its worst client."""
+
+    def f(k):
+        v = row.get(k)
+        return "-" if v in (None, "") else f"{v:.4f}"
+
+    worst = f"{metric}_worst"
+    return f"{metric} {f(metric)}" + (f" (worst client {f(worst)})" if worst in row else "")
+
+
+def progress_printer(total: int, metric: str, stream=sys.stderr):
     start = time.perf_counter()
 
     def show(row: dict[str, Any]) -> None:
-        def f(k):
-            v = row.get(k)
-            return "-" if v in (None, "") else f"{v:.4f}"
-
         eta = (time.perf_counter() - start) / max(1, row["round"]) * (total - row["round"])
+        loss = row.get("train_loss")
         print(
-            f"round {row['round']:>4}/{total}  train_loss {f('train_loss')}  val_acc {f('val_acc')}  "
-            f"worst {f('val_acc_worst')}  {row.get('round_time', 0):.3f}s/round  eta {eta:.0f}s"
+            f"round {row['round']:>4}/{total}  train_loss {'-' if loss in (None, '') else f'{loss:.4f}'}  "
+            f"{headline(metric, row)}  {row.get('round_time', 0):.3f}s/round  eta {eta:.0f}s"
             + ("  DIVERGED" if row.get("diverged") else ""),
             file=stream, flush=True,
         )
@@ -116,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     try:
         cfg = config_from_args(args)
+        metric = resolve(cfg).task_cls.default_metric[0].removesuffix("_worst")
         result = run(
-            cfg, out=args.out, overwrite=args.overwrite, progress=None if args.quiet else progress_printer(cfg.rounds),
+            cfg, out=args.out, overwrite=args.overwrite, progress=None if args.quiet else progress_printer(cfg.rounds, metric),
             address=args.address, include_dashboard=False if args.no_dashboard else None,
         )
     except RaycompoError as exc:
@@ -128,10 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.status == "diverged":
         print(f"run diverged at round {final.get('round')} (non-finite loss or model){where}", file=sys.stderr)
         return EXIT_DIVERGED
-    print(
-        f"done: {cfg.algo} on {cfg.task}, {cfg.rounds} rounds: val_acc {final.get('val_acc', float('nan')):.4f}, "
-        f"worst-client val_acc {final.get('val_acc_worst', float('nan')):.4f}{where}"
-    )
+    print(f"done: {cfg.algo} on {cfg.task}, {cfg.rounds} rounds: {headline(metric, final)}{where}")
     return 0
 
 
