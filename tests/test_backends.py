@@ -50,3 +50,18 @@ def test_seed_changes_the_run_and_repeats_it():
     c = run(dataclasses.replace(small_config("comfedl", gamma=1.0), seed=1))
     assert_rows_close(a.rows, b.rows, tol=0)
     assert a.rows[-1]["train_loss"] != c.rows[-1]["train_loss"]
+
+
+def test_error_inside_host_actors_reaches_the_caller_and_actors_end(ray_session):
+    """A user error raised while the hosts build their clients (here: a partition larger
+    than the data) arrives as itself through the driver actor, not as a Ray wrapper,
+    and no actor of the run survives it."""
+    ray = ray_session
+    cfg = dataclasses.replace(
+        small_config("fedavg", rounds=1, big_client_size=4990), backend="ray", clients_per_actor=2, cpus_per_actor=0.5
+    )
+    with pytest.raises(ValueError, match="lower the client sizes"):
+        run(cfg, namespace="failing-hosts")
+    for name in ("driver", "clients-0", "clients-1"):
+        with pytest.raises(ValueError, match="Failed to look up actor"):
+            ray.get_actor(name, namespace="failing-hosts")

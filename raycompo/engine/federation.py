@@ -64,7 +64,9 @@ def summarize(per_client: dict[int, dict[str, float]]) -> dict[str, float]:
 
 
 class Federation:
-    def __init__(self, cfg: RunConfig | dict, pool_factory=None):
+    def __init__(self, cfg: RunConfig | dict, pool_factory=None, start: bool = True):
+        """`start=False` defers building the pool (host actors, data) to `start()`: a driver
+        actor does it in a method call so that a user error there reaches the caller."""
         cfg = cfg if isinstance(cfg, RunConfig) else RunConfig.from_dict(cfg)
         r = resolve(cfg)
         self.cfg = cfg
@@ -78,7 +80,14 @@ class Federation:
         self.state = self.algorithm.init_server_state(self.w, self.n_clients)
         self.round = 0
         self.elapsed = 0.0
-        self.pool = (pool_factory or default_pool)(cfg, self.n_clients)
+        self._pool_factory = pool_factory or default_pool
+        self.pool = None
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        if self.pool is None:
+            self.pool = self._pool_factory(self.cfg, self.n_clients)
 
     def evaluate(self) -> dict[str, float]:
         per_client = self.pool.map("evaluate", self.round, {c: 1 for c in range(self.n_clients)}, {"w": self.w}, False)
@@ -133,7 +142,8 @@ class Federation:
         return self.pool.client_state(cid)
 
     def close(self) -> None:
-        self.pool.close()
+        if self.pool is not None:
+            self.pool.close()
 
 
 def default_pool(cfg: RunConfig, n_clients: int):
@@ -143,10 +153,4 @@ def default_pool(cfg: RunConfig, n_clients: int):
         return InlinePool(cfg, n_clients)
     from raycompo.engine.ray_pool import RayPool
 
-    return RayPool(cfg, n_clients, namespace=_namespace())
-
-
-def _namespace() -> str | None:
-    import ray
-
-    return ray.get_runtime_context().namespace
+    return RayPool(cfg, n_clients)  # named actors in the current job's namespace

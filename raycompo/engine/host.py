@@ -51,7 +51,22 @@ def add_into(acc: dict[str, Any], out: dict[str, Any], weight: float = 1.0) -> N
 
 
 class Host:
+    """Construction only records its arguments; `ready()` loads the data. A failure there
+    (missing data, bad settings) reaches the caller as its own exception: Ray passes a
+    method's error through, but only the message of an actor constructor's."""
+
     def __init__(self, config: RunConfig | dict, client_ids: list[int], device: str | None = None, num_threads: int | None = None):
+        self._args = (config, list(client_ids), device, num_threads)
+        self.clients: dict[int, ClientData] = {}
+
+    def ready(self) -> list[int]:
+        """Build the task, the algorithm and this host's clients (once)."""
+        if self._args is not None:
+            self._setup(*self._args)
+            self._args = None
+        return sorted(self.clients)
+
+    def _setup(self, config: RunConfig | dict, client_ids: list[int], device: str | None, num_threads: int | None) -> None:
         if num_threads:
             torch.set_num_threads(num_threads)
         cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
@@ -65,9 +80,6 @@ class Host:
         self.clients = {c.client_id: c.to(self.device) for c in self.task.clients(list(client_ids))}
         self.states: dict[int, dict[str, Any]] = {}
         self.busy_seconds = 0.0
-
-    def ready(self) -> list[int]:
-        return sorted(self.clients)
 
     def context(self, cid: int, round_: int) -> ClientCtx:
         ctx = ClientCtx(cid, self.clients[cid], {}, round_, self.seed, self.device)

@@ -27,6 +27,7 @@ class InlinePool:
 
     def __init__(self, cfg: RunConfig, n_clients: int):
         self.host = Host(cfg, list(range(n_clients)))
+        self.host.ready()
 
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True):
         items = sorted(counts.items())

@@ -21,12 +21,28 @@ from raycompo.engine.pools import combine, placement
 from raycompo.errors import RaycompoError
 
 
-def unwrap(exc: Exception) -> Exception:
-    """A RaycompoError / ValueError raised inside an actor, re-raised as itself."""
+def unwrap(exc: BaseException) -> BaseException:
+    """The user error (RaycompoError / ValueError: bad settings, missing data) behind a Ray
+    error, following `.cause` through nested actors (a host that failed inside the driver
+    actor's constructor is two levels down); `exc` itself when there is none."""
     cause = getattr(exc, "cause", None)
-    if isinstance(cause, (RaycompoError, ValueError)):
-        return cause
+    while cause is not None:
+        if isinstance(cause, (RaycompoError, ValueError)) and not isinstance(cause, ray.exceptions.RayError):
+            return cause
+        cause = getattr(cause, "cause", None)
     return exc
+
+
+def ray_get(refs):
+    """`ray.get`, with a user error raised in an actor re-raised as itself rather than
+    wrapped in Ray's task or actor errors."""
+    try:
+        return ray.get(refs)
+    except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
+        found = unwrap(exc)
+        if found is exc:
+            raise
+        raise found from None
 
 
 def auto_clients_per_actor(cfg: RunConfig, n_clients: int) -> int:
@@ -59,17 +75,10 @@ class RayPool:
 
                 opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=j + 1)
             self.actors.append(actor_cls.options(**opts).remote(cfg.to_dict(), block, None, threads))
-        self._get([a.ready.remote() for a in self.actors])  # fail early: data, settings
-
-    def _get(self, refs):
         try:
-            return ray.get(refs)
-        except ray.exceptions.RayTaskError as exc:
-            raise unwrap(exc) from None
-        except ray.exceptions.RayActorError as exc:
-            cause = getattr(exc, "cause", None)
-            if cause is not None:
-                raise unwrap(cause) from None
+            ray_get([a.ready.remote() for a in self.actors])  # fail early: data, settings
+        except BaseException:
+            self.close()
             raise
 
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True):
@@ -78,13 +87,13 @@ class RayPool:
             per_host.setdefault(self.owner[cid], []).append((cid, mult))
         ref = ray.put(payload)  # once, shared by all hosts
         futures = [self.actors[j].map.remote(phase, round_, items, ref, reduce) for j, items in sorted(per_host.items())]
-        return combine(self._get(futures), reduce)
+        return combine(ray_get(futures), reduce)
 
     def client_state(self, cid: int) -> dict[str, Any]:
-        return self._get(self.actors[self.owner[cid]].client_state.remote(cid))
+        return ray_get(self.actors[self.owner[cid]].client_state.remote(cid))
 
     def busy_seconds(self) -> list[float]:
-        return self._get([a.__ray_call__.remote(lambda h: h.busy_seconds) for a in self.actors])
+        return ray_get([a.__ray_call__.remote(lambda h: h.busy_seconds) for a in self.actors])
 
     def close(self) -> None:
         for a in self.actors:

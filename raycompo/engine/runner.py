@@ -44,25 +44,21 @@ class _DriverHandle:
     def __init__(self, cfg: RunConfig, namespace: str):
         import ray
 
-        from raycompo.engine.ray_pool import RayPool, unwrap
+        from raycompo.engine.ray_pool import RayPool, ray_get
 
-        self._unwrap = unwrap
+        self._get = ray_get
 
         def pool_factory(c, n):
             return RayPool(c, n, namespace=namespace)
 
         actor = ray.remote(Federation).options(name="driver", namespace=namespace, num_cpus=0)
-        self.actor = actor.remote(cfg.to_dict(), pool_factory)
+        self.actor = actor.remote(cfg.to_dict(), pool_factory, start=False)
         self._ray = ray
-
-    def _get(self, ref):
         try:
-            return self._ray.get(ref)
-        except self._ray.exceptions.RayTaskError as exc:
-            raise self._unwrap(exc) from None
-        except self._ray.exceptions.RayActorError as exc:
-            cause = getattr(exc, "cause", None)
-            raise (self._unwrap(cause) if cause is not None else exc) from None
+            self._get(self.actor.start.remote())
+        except BaseException:
+            self.close()  # the caller never gets a handle to close
+            raise
 
     def initial_row(self) -> Row:
         return self._get(self.actor.initial_row.remote())
@@ -76,8 +72,8 @@ class _DriverHandle:
     def close(self) -> None:
         try:
             self._ray.get(self.actor.close.remote())
-        except Exception:
-            pass
+        except self._ray.exceptions.RayError:
+            pass  # the driver already died (its error was raised to the caller); kill it anyway
         self._ray.kill(self.actor)
 
 
