@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.problems import KLDRO, compositional_gradient
 from raycompo.settings import require
 
@@ -50,7 +50,8 @@ class ComFedL(Algorithm):
         sums = ctx.map("local", cohort, {"w": w})  # lines 4-16
         return sums["w"] / sums["count"], state  # line 18
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         def u(w, batch, t):
             batch1 = None
             if self.problem.needs_outer_batch:  # lines 11-12: B~ from D~_i
@@ -58,4 +59,4 @@ class ComFedL(Algorithm):
             return compositional_gradient(self.problem, w, batch, batch1)[0]
 
         w = local_sgd(c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size, u)
-        return {"w": w, "count": 1.0}
+        return {"w": w, "count": 1.0}, state
