@@ -291,3 +291,17 @@ def test_property_random_states(tmp_path, budget):
         assert_same(snap[cid], truth[cid])
     store.close()
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_device_states(tmp_path):
+    store = StateStore(budget_bytes=1000, spill_dir=str(tmp_path), device="cuda")
+    truth = {i: rich_state(i) for i in range(10)}
+    for i, st in truth.items():
+        store.put(i, {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in st.items()})
+    for i, st in truth.items():
+        got = store.get(i)
+        assert got["m"].device.type == "cuda"
+        assert_same({k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in got.items()}, st)
+    assert all(v.device.type == "cpu" for v in store.snapshot([0])[0].values() if isinstance(v, torch.Tensor))
+    store.close()

@@ -112,7 +112,8 @@ class _Spec:
                     item = torch.empty((), dtype=dtype).element_size()
                     n = item * int(np.prod(shape, dtype=np.int64))
                     off = -(-off // item) * item
-                    node.append((k, _TENSOR, off, n, dtype, shape))
+                    numel = n // item
+                    node.append((k, _TENSOR, off, n, dtype, shape if shape != (numel,) else None, numel))
                     self.tensors.append((off, n))
                     off += n
                 elif kind in (_INT, _FLOAT):
@@ -129,7 +130,7 @@ class _Spec:
         self.tree = compile_(layout)
         self.nbytes = off
         self.rows_per_chunk = max(1, _CHUNK_BYTES // max(off, 1))
-        self.chunks: list[torch.Tensor] = []  # uint8 [rows_per_chunk, nbytes]
+        self.chunks: list[np.ndarray] = []  # uint8 [rows_per_chunk, nbytes]
         self.free = array("q")  # free arena rows
         self.next_row = 0
         self.disk_free = array("q")  # free slots (byte offsets) in the spill file
@@ -140,11 +141,11 @@ class _Spec:
             return self.free.pop()
         r = self.next_row
         if r // self.rows_per_chunk >= len(self.chunks):
-            self.chunks.append(torch.empty((self.rows_per_chunk, self.nbytes), dtype=torch.uint8))
+            self.chunks.append(np.empty((self.rows_per_chunk, self.nbytes), dtype=np.uint8))
         self.next_row += 1
         return r
 
-    def row(self, r: int) -> torch.Tensor:
+    def row(self, r: int) -> np.ndarray:
         return self.chunks[r // self.rows_per_chunk][r % self.rows_per_chunk]
 
     @property
@@ -152,25 +153,31 @@ class _Spec:
         return len(self.chunks) * self.rows_per_chunk * self.nbytes
 
     # --- encode / decode ----------------------------------------------------------------
-    def encode_into(self, state: dict, row: torch.Tensor) -> None:
+    def encode_into(self, state: dict, row: np.ndarray) -> None:
         """Write `state`'s tensors and scalars into `row` (uint8 [nbytes])."""
         tensors: list[torch.Tensor] = []
         scalars: list[Any] = []
         _leaves(state, tensors, scalars)
         for (off, n), t in zip(self.tensors, tensors):
             if n:
-                row[off : off + n].copy_(t.detach().resolve_conj().resolve_neg().contiguous().view(-1).view(torch.uint8))
+                try:  # fast path: a CPU tensor numpy can view (no grad, conj bit, bfloat16)
+                    a = t.numpy()
+                except (RuntimeError, TypeError):
+                    t = t.detach()
+                    if t.is_complex():
+                        t = t.resolve_conj()
+                    a = t.cpu().contiguous().view(-1).view(torch.uint8).numpy()
+                row[off : off + n] = np.ascontiguousarray(a.reshape(-1)).view(np.uint8)
         if scalars:
-            mv = memoryview(row.numpy())
             for (off, kind), v in zip(self.scalars, scalars):
-                (_I64 if kind == _INT else _F64).pack_into(mv, off, v)
+                (_I64 if kind == _INT else _F64).pack_into(row, off, v)
 
-    def decode(self, buf: torch.Tensor, device: torch.device | None) -> State:
-        """A fresh state from `buf`, a uint8 tensor the caller gives away."""
-        mv = memoryview(buf.numpy()) if self.scalars else None
+    def decode(self, buf: bytearray, device: torch.device | None) -> State:
+        """A fresh state from `buf` (the row's bytes; the caller gives it away): its
+        tensors share `buf` on the CPU, or one copy of it on `device`."""
         if device is not None and device.type != "cpu":
-            buf = buf.to(device)
-        return _decode(self.tree, buf, mv)
+            return _decode(self.tree, buf, torch.frombuffer(buf, dtype=torch.uint8).to(device))
+        return _decode(self.tree, buf, None)
 
 
 def _leaves(state: dict, tensors: list, scalars: list) -> None:
@@ -183,21 +190,27 @@ def _leaves(state: dict, tensors: list, scalars: list) -> None:
             scalars.append(v)
 
 
-def _decode(node: list, buf: torch.Tensor, mv: memoryview | None) -> State:
+def _decode(node: list, buf: bytearray, on_device: torch.Tensor | None) -> State:
     out: State = {}
     for entry in node:
         k, kind = entry[0], entry[1]
         if kind == _TENSOR:
-            off, n, dtype, shape = entry[2], entry[3], entry[4], entry[5]
-            out[k] = buf[off : off + n].view(dtype).view(shape)
+            off, n, dtype, shape, numel = entry[2:]
+            if on_device is not None:
+                t = on_device[off : off + n].view(dtype)
+            elif numel:
+                t = torch.frombuffer(buf, dtype=dtype, count=numel, offset=off)
+            else:
+                t = torch.empty(0, dtype=dtype)
+            out[k] = t if shape is None else t.view(shape)
         elif kind == _INT:
-            out[k] = _I64.unpack_from(mv, entry[2])[0]
+            out[k] = _I64.unpack_from(buf, entry[2])[0]
         elif kind == _FLOAT:
-            out[k] = _F64.unpack_from(mv, entry[2])[0]
+            out[k] = _F64.unpack_from(buf, entry[2])[0]
         elif kind == _CONST:
             out[k] = entry[2]
         else:
-            out[k] = _decode(entry[2], buf, mv)
+            out[k] = _decode(entry[2], buf, on_device)
     return out
 
 
@@ -244,7 +257,7 @@ class StateStore:
         self._clock += 1
         self._tick[cid] = self._clock
         if where == _MEMORY:
-            return spec.decode(spec.row(int(self._loc[cid])).clone(), self.device)
+            return spec.decode(bytearray(spec.row(int(self._loc[cid]))), self.device)
         # spilled: read it, free its slot, make it resident (may spill older ones)
         buf = self._read(spec, int(self._loc[cid]))
         self._release_disk(cid, spec)
@@ -407,11 +420,11 @@ class StateStore:
         self._spilled -= 1
         self._spilled_bytes -= spec.nbytes
 
-    def _place(self, cid: int, spec: _Spec, buf: torch.Tensor) -> None:
+    def _place(self, cid: int, spec: _Spec, buf: bytearray) -> None:
         """Make cid resident with the bytes `buf` (it was just released from disk)."""
         r = spec.alloc()
         if spec.nbytes:
-            spec.row(r).copy_(buf)
+            spec.row(r)[:] = np.frombuffer(buf, dtype=np.uint8)
         self._where[cid], self._loc[cid] = _MEMORY, r
         self._resident += 1
         self._memory_bytes += spec.nbytes
@@ -422,18 +435,16 @@ class StateStore:
             return None
         spec = self._specs[self._spec[cid]]
         if self._where[cid] == _MEMORY:
-            buf = spec.row(int(self._loc[cid])).clone()
+            buf = bytearray(spec.row(int(self._loc[cid])))
         else:
             buf = self._read(spec, int(self._loc[cid]))
         return spec.decode(buf, device if device is not None else self.device)
 
-    def _read(self, spec: _Spec, offset: int) -> torch.Tensor:
-        if spec.nbytes == 0:
-            return torch.empty(0, dtype=torch.uint8)
-        data = os.pread(self._fd, spec.nbytes, offset)
-        if len(data) != spec.nbytes:
+    def _read(self, spec: _Spec, offset: int) -> bytearray:
+        buf = bytearray(spec.nbytes)
+        if spec.nbytes and os.preadv(self._fd, [buf], offset) != spec.nbytes:
             raise OSError(f"state store: short read from {self._path}")
-        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        return buf
 
     def _open(self) -> None:
         d = self.spill_dir if self.spill_dir is not None else tempfile.gettempdir()
@@ -463,7 +474,7 @@ class StateStore:
             spec = self._specs[self._spec[cid]]
             r = int(self._loc[cid])
             if spec.nbytes:
-                data = spec.row(r).numpy().tobytes()
+                data = spec.row(r)
                 if spec.disk_free:
                     off = spec.disk_free.pop()
                     os.pwrite(self._fd, data, off)
