@@ -18,7 +18,8 @@ How it is kept, so that a host can own 10^5 - 10^6 states:
   its row or file slot, and its last-use tick). Very sparse huge ids waste index space.
 - **Budget and spilling.** With `budget_bytes`, when the resident payload exceeds it the
   least recently used states (by get/put ticks; exact LRU order) are written to one spill
-  file per store, in batches down to 15/16 of the budget so that spilling is amortized.
+  file per store (memory-mapped, grown by doubling), in batches down to 15/16 of the
+  budget so that choosing the victims is amortized.
   Spilled records have the fixed size of their spec's row, so freed slots are reused by
   later spills of the same layout: the file never exceeds the high-water mark of spilled
   states. `get` brings a spilled state back (it becomes the most recently used).
@@ -33,6 +34,7 @@ Not thread-safe (a host runs one client at a time).
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import tempfile
@@ -239,9 +241,11 @@ class StateStore:
         self._memory_bytes = 0
         self._spilled = 0
         self._spilled_bytes = 0
-        self._file_end = 0
+        self._file_end = 0  # bytes of the spill file in use (records and free slots)
         self._fd: int | None = None
         self._path: str | None = None
+        self._map: mmap.mmap | None = None  # the spill file, mapped
+        self._disk: np.ndarray | None = None  # uint8 view of the mapping
         self._finalizer: weakref.finalize | None = None
 
     # --- mapping API ------------------------------------------------------------------------
@@ -332,12 +336,14 @@ class StateStore:
         self._memory_bytes = self._spilled_bytes = 0
         self._file_end = 0
         if self._fd is not None:
+            self._unmap()
             os.ftruncate(self._fd, 0)
 
     def close(self) -> None:
         """clear() and remove the spill file. The store stays usable (a new file is made
         on the next spill)."""
         self.clear()
+        self._unmap()
         if self._finalizer is not None:
             self._finalizer()
         self._fd = self._path = self._finalizer = None
@@ -371,7 +377,8 @@ class StateStore:
 
     @property
     def file_bytes(self) -> int:
-        """Size of the spill file (live records plus reusable free slots)."""
+        """Bytes of the spill file in use (live records plus reusable free slots); the file
+        itself is allocated ahead, up to twice that (at least 1 MiB)."""
         return self._file_end
 
     @property
@@ -441,10 +448,28 @@ class StateStore:
         return spec.decode(buf, device if device is not None else self.device)
 
     def _read(self, spec: _Spec, offset: int) -> bytearray:
-        buf = bytearray(spec.nbytes)
-        if spec.nbytes and os.preadv(self._fd, [buf], offset) != spec.nbytes:
-            raise OSError(f"state store: short read from {self._path}")
-        return buf
+        if spec.nbytes == 0:
+            return bytearray()
+        return bytearray(self._disk[offset : offset + spec.nbytes])
+
+    def _reserve(self, end: int) -> None:
+        """Make the spill file (and its mapping) at least `end` bytes long. Blocks are
+        allocated up front (posix_fallocate), so a full disk is an OSError here, never a
+        SIGBUS when the kernel writes the mapping back."""
+        size = 0 if self._map is None else len(self._map)
+        if end <= size:
+            return
+        new = max(end, 2 * size, 1 << 20)
+        os.posix_fallocate(self._fd, size, new - size)
+        self._unmap()
+        self._map = mmap.mmap(self._fd, new)
+        self._disk = np.frombuffer(self._map, dtype=np.uint8)
+
+    def _unmap(self) -> None:
+        self._disk = None
+        if self._map is not None:
+            self._map.close()
+            self._map = None
 
     def _open(self) -> None:
         d = self.spill_dir if self.spill_dir is not None else tempfile.gettempdir()
@@ -468,20 +493,20 @@ class StateStore:
     def _spill(self, victims: list[int]) -> None:
         if self._fd is None:
             self._open()
-        appended: list[bytes] = []
-        end = self._file_end
+        specs = self._specs
+        self._reserve(self._file_end + sum(specs[self._spec[c]].nbytes for c in victims))
+        disk = self._disk
         for cid in victims:
-            spec = self._specs[self._spec[cid]]
+            spec = specs[self._spec[cid]]
             r = int(self._loc[cid])
-            if spec.nbytes:
-                data = spec.row(r)
-                if spec.disk_free:
+            n = spec.nbytes
+            if n:
+                if spec.disk_free:  # reuse a freed slot of this layout
                     off = spec.disk_free.pop()
-                    os.pwrite(self._fd, data, off)
                 else:
-                    off = end
-                    end += len(data)
-                    appended.append(data)
+                    off = self._file_end
+                    self._file_end += n
+                disk[off : off + n] = spec.row(r)
             else:
                 off = 0
             spec.free.append(r)
@@ -490,9 +515,6 @@ class StateStore:
             self._memory_bytes -= spec.nbytes
             self._spilled += 1
             self._spilled_bytes += spec.nbytes
-        if appended:
-            os.pwrite(self._fd, b"".join(appended), self._file_end)
-            self._file_end = end
 
     def __repr__(self) -> str:
         return (
