@@ -305,3 +305,20 @@ def test_device_states(tmp_path):
         assert_same({k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in got.items()}, st)
     assert all(v.device.type == "cpu" for v in store.snapshot([0])[0].values() if isinstance(v, torch.Tensor))
     store.close()
+
+
+def test_many_layouts_stay_small():
+    # per-task states: every client holds a different set of task keys, i.e. its own layout
+    store = StateStore()
+    for i in range(300):
+        store.put(i, {"u_task": {i: torch.randn(5), i + 1: torch.randn(5)}})
+    assert store.allocated_bytes < 300 * 40 * 4 + 2**20  # a row or so per layout, not a chunk of MiBs
+    for i in range(300):
+        assert sorted(store.get(i)["u_task"]) == [i, i + 1]
+    # one layout with many rows crosses from growing chunks to full ones
+    big = StateStore()  # 12,000-byte rows: full chunks of 256 rows after the growing ones
+    for i in range(1000):
+        big.put(i, {"v": torch.full((3000,), float(i))})
+    assert big._specs[0].rows_per_chunk == 256
+    assert all(float(big.get(i)["v"][-1]) == i for i in range(1000))
+    assert big.allocated_bytes < 1300 * 12_000

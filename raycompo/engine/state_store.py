@@ -10,7 +10,7 @@ How it is kept, so that a host can own 10^5 - 10^6 states:
   leaf its kind, dtype and shape; bools, None and ints outside int64 are constants of the
   layout) and one byte row holding every tensor's bytes and every int (int64) / float
   (float64), each aligned to its item size. Layouts are interned: states of the same
-  structure share one spec, and their rows live in that spec's arena (chunks of a few MiB
+  structure share one spec, and their rows live in that spec's arena (chunks growing from one row to a few MiB
   of uint8, rows reused through a free list). A state of two 60-float tensors costs its
   480 payload bytes plus about 21 bytes of index (numpy arrays indexed by client id).
 - **Index by client id.** Client ids are the non-negative ints 0..n-1 of a population; the
@@ -95,7 +95,7 @@ def _layout(state: dict) -> tuple:
 class _Spec:
     """A compiled layout: byte offsets of every leaf in the row, and its decoder."""
 
-    __slots__ = ("id", "layout", "nbytes", "tree", "tensors", "scalars", "rows_per_chunk", "chunks", "free", "next_row", "disk_free")
+    __slots__ = ("id", "layout", "nbytes", "tree", "tensors", "scalars", "rows_per_chunk", "log_rows", "chunks", "free", "next_row", "disk_free")
 
     def __init__(self, sid: int, layout: tuple):
         self.id = sid
@@ -131,8 +131,11 @@ class _Spec:
 
         self.tree = compile_(layout)
         self.nbytes = off
-        self.rows_per_chunk = max(1, _CHUNK_BYTES // max(off, 1))
-        self.chunks: list[np.ndarray] = []  # uint8 [rows_per_chunk, nbytes]
+        # Chunks grow 1, 2, 4, ... rows up to rows_per_chunk (a power of two, about
+        # _CHUNK_BYTES), then stay that size: a rare layout costs a few rows, not MiBs.
+        self.log_rows = max(0, (_CHUNK_BYTES // max(off, 1)).bit_length() - 1)
+        self.rows_per_chunk = 1 << self.log_rows
+        self.chunks: list[np.ndarray] = []  # uint8 [rows of that chunk, nbytes]
         self.free = array("q")  # free arena rows
         self.next_row = 0
         self.disk_free = array("q")  # free slots (byte offsets) in the spill file
@@ -142,17 +145,29 @@ class _Spec:
         if self.free:
             return self.free.pop()
         r = self.next_row
-        if r // self.rows_per_chunk >= len(self.chunks):
-            self.chunks.append(np.empty((self.rows_per_chunk, self.nbytes), dtype=np.uint8))
+        j = self._where(r)[0]
+        if j >= len(self.chunks):
+            rows = 1 << j if j < self.log_rows else self.rows_per_chunk
+            self.chunks.append(np.empty((rows, self.nbytes), dtype=np.uint8))
         self.next_row += 1
         return r
 
+    def _where(self, r: int) -> tuple[int, int]:
+        """(chunk, row in it) of arena row r."""
+        big = self.rows_per_chunk
+        if r < big - 1:  # chunk j < log_rows holds rows [2^j - 1, 2^(j+1) - 1)
+            j = (r + 1).bit_length() - 1
+            return j, r + 1 - (1 << j)
+        q = r - (big - 1)
+        return self.log_rows + q // big, q % big
+
     def row(self, r: int) -> np.ndarray:
-        return self.chunks[r // self.rows_per_chunk][r % self.rows_per_chunk]
+        j, i = self._where(r)
+        return self.chunks[j][i]
 
     @property
     def allocated_bytes(self) -> int:
-        return len(self.chunks) * self.rows_per_chunk * self.nbytes
+        return sum(c.nbytes for c in self.chunks)
 
     # --- encode / decode ----------------------------------------------------------------
     def encode_into(self, state: dict, row: np.ndarray) -> None:
