@@ -17,7 +17,8 @@ import ray
 
 from raycompo.config import RunConfig
 from raycompo.engine.host import Host
-from raycompo.engine.pools import combine, placement
+from raycompo.engine.placement import plan_placement  # issue 10
+from raycompo.engine.pools import combine
 from raycompo.errors import RaycompoError
 
 
@@ -60,20 +61,17 @@ def auto_clients_per_actor(cfg: RunConfig, n_clients: int) -> int:
 
 class RayPool:
     def __init__(self, cfg: RunConfig, n_clients: int, namespace: str | None = None, placement_group: Any = None):
-        per_actor = auto_clients_per_actor(cfg, n_clients)
-        self.blocks = placement(n_clients, per_actor)
+        # raycompo placement (issue 10): decided and checked in engine/placement.py
+        self.placement = plan_placement(cfg, n_clients, extra_bundles=0 if placement_group is None else 1)
+        self.blocks = self.placement.blocks
         self.owner = {cid: j for j, block in enumerate(self.blocks) for cid in block}
         actor_cls = ray.remote(Host)
         threads = max(1, int(cfg.cpus_per_actor))
         self.actors = []
         for j, block in enumerate(self.blocks):
-            opts: dict[str, Any] = {"name": f"clients-{j}", "num_cpus": cfg.cpus_per_actor, "num_gpus": cfg.gpus_per_actor}
+            opts: dict[str, Any] = {"name": f"clients-{j}", **self.placement.actor_options(j, placement_group)}  # issue 10
             if namespace:
                 opts["namespace"] = namespace
-            if placement_group is not None:
-                from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-                opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=j + 1)
             self.actors.append(actor_cls.options(**opts).remote(cfg.to_dict(), block, None, threads))
         try:
             ray_get([a.ready.remote() for a in self.actors])  # fail early: data, settings
