@@ -38,6 +38,7 @@ def main() -> None:
     p.add_argument("--clients-per-actor", type=int, default=None)
     p.add_argument("--cpus-per-actor", type=float, default=0.5)
     p.add_argument("--settings", default="{}", help="JSON: task/algorithm settings over tests/helpers.SMALL_DRO")
+    p.add_argument("--address", default=None, help="join this cluster (e.g. auto) instead of starting one")
     args = p.parse_args()
 
     import torch
@@ -50,12 +51,16 @@ def main() -> None:
     from raycompo.engine import run
     from tests.helpers import SMALL_DRO
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": args.cpus_per_node, "include_dashboard": False})
+    cluster = None
+    if args.address is None:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": args.cpus_per_node, "include_dashboard": False})
     try:
-        for _ in range(args.nodes - 1):
+        for _ in range(args.nodes - 1 if cluster else 0):
             cluster.add_node(num_cpus=args.cpus_per_node)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, namespace="multinode-driver", log_to_driver=False)
+        if cluster:
+            cluster.wait_for_nodes()
+        address = cluster.address if cluster else args.address
+        ray.init(address=address, namespace="multinode-driver", log_to_driver=False)
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
         cfg = RunConfig(task="dro-mnist5k", algo=args.algo, backend="ray", rounds=args.rounds,
                         cpus_per_actor=args.cpus_per_actor, clients_per_actor=args.clients_per_actor,
@@ -80,7 +85,7 @@ def main() -> None:
                 j += 1
 
         t0 = time.perf_counter()
-        result = run(cfg, progress=look, address=cluster.address, namespace=ns)
+        result = run(cfg, progress=look, address=address, namespace=ns)
         total = time.perf_counter() - t0
         rows = result.rows
         per_round = sorted(r["round_time"] for r in rows[1:])
@@ -93,10 +98,13 @@ def main() -> None:
             "round_time_median": per_round[len(per_round) // 2] if per_round else None,
             "round_time_mean": sum(per_round) / len(per_round) if per_round else None,
         }
+        for h in hosts:
+            print(f"{h['name']}: clients {h['clients']} on node ...{h['node'][-8:]}", flush=True)
         print("RESULT " + json.dumps(out), flush=True)
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        if cluster:
+            cluster.shutdown()
         if _OWN_TMP:
             shutil.rmtree(_OWN_TMP, ignore_errors=True)
 
