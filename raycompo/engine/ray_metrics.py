@@ -20,6 +20,7 @@ Without a connected Ray (the inline backend in a plain process) the observer doe
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from raycompo.engine.observers import Observer, Row, RunInfo
@@ -40,23 +41,16 @@ GAUGES: dict[str, str] = {
 
 
 def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        try:  # numpy / torch scalars
-            import numbers
-
-            if isinstance(v, numbers.Real) and not isinstance(v, bool):
-                v = float(v)
-            else:
-                return None
-        except Exception:
-            return None
+    """A finite float from a number (numpy/torch scalars included), else None."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return None
     v = float(v)
     return v if math.isfinite(v) else None
 
 
 class RayMetrics(Observer):
-    """Export each row's metrics with ray.util.metrics. `tags` overrides/extends the default
-    tags (namespace, task, algo) taken from `on_start`'s RunInfo."""
+    """Export each row's metrics with ray.util.metrics. The tags (namespace, task, algo) come
+    from `on_start`'s RunInfo; values given here win over it."""
 
     def __init__(self, namespace: str | None = None, task: str | None = None, algo: str | None = None):
         self._given = {"namespace": namespace, "task": task, "algo": algo}
