@@ -249,6 +249,8 @@ def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    cmap = plt.get_cmap("tab10" if len(claim.variants) <= 10 else "tab20")
+    colors = {v.label: cmap(i % cmap.N) for i, v in enumerate(claim.variants)}  # one color per variant
     ncols = min(claim.ncols, len(claim.panels))
     nrows = math.ceil(len(claim.panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
@@ -262,17 +264,19 @@ def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str
             b = band(o.curves, panel.metric, v.x_scale, log=panel.log)
             if b is None:
                 if o.diverged:
-                    ax.plot([], [], label=label)  # listed in the legend, nothing to draw
+                    ax.plot([], [], label=label, color=colors[v.label])  # in the legend, nothing to draw
                 continue
             x, m, lo, hi = b
-            (line,) = ax.plot(x, m, label=label, lw=1.5)
-            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+            ax.plot(x, m, label=label, lw=1.5, color=colors[v.label])
+            ax.fill_between(x, lo, hi, color=colors[v.label], alpha=0.2, lw=0)
             drawn += 1
         if drawn == 0:
             ax.text(0.5, 0.5, f"{panel.metric}: no completed run records it", ha="center", va="center",
                     transform=ax.transAxes, fontsize=9)
         if panel.log and drawn:
             ax.set_yscale("log")
+        if "acc" in panel.metric and drawn:
+            ax.set_ylim(-0.02, 1.02)  # accuracies: a wide band (few seeds) must not hide the curves
         ax.set_title(panel.title, fontsize=10)
         ax.set_xlabel(claim.x_label)
         ax.set_ylabel(panel.metric + (" (geometric mean)" if panel.log else ""))
