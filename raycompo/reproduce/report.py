@@ -177,7 +177,7 @@ def evaluate(c, outcomes: dict[str, Outcome]) -> tuple[bool | None, str]:
     if isinstance(c, Better):
         w = outcomes[c.winner]
         wv, wt = _value(w, c.metric)
-        if w.completed == 0 and (w.diverged or w.failed):
+        if w.completed == 0 and w.diverged:
             return False, f"{c.metric}: {wt}"
         if wv is None:
             return None, f"{c.metric}: {wt}"
@@ -199,7 +199,7 @@ def evaluate(c, outcomes: dict[str, Outcome]) -> tuple[bool | None, str]:
     if isinstance(c, Bound):
         v, t = _value(outcomes[c.variant], c.metric)
         if v is None:
-            return (False if outcomes[c.variant].completed == 0 and outcomes[c.variant].n else None), f"{c.metric}: {t}"
+            return (False if outcomes[c.variant].completed == 0 and outcomes[c.variant].diverged else None), f"{c.metric}: {t}"
         ok = v < c.value if c.op == "<" else v > c.value
         return ok, f"{c.metric}: {t} {c.op} {c.value:g} {'holds' if ok else 'fails'}"
     if isinstance(c, Close):

@@ -134,12 +134,12 @@ def execute(cfg_dict: dict[str, Any], out: str) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         result = run(RunConfig.from_dict(cfg_dict), out=out, overwrite=True)
-        status, error = result.status, ""
-    except RaycompoError as exc:
-        status, error = "failed", str(exc)
+        status, error, bad_input = result.status, "", False
+    except RaycompoError as exc:  # missing data, bad settings: every run of the claim would fail so
+        status, error, bad_input = "failed", str(exc), True
     except Exception as exc:  # one broken run must not stop the claim
-        status, error = "failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
-    return {"out": out, "status": status, "error": error, "time_s": time.perf_counter() - start}
+        status, error, bad_input = "failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}", False
+    return {"out": out, "status": status, "error": error, "bad_input": bad_input, "time_s": time.perf_counter() - start}
 
 
 def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
@@ -151,6 +151,10 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
     results: list[dict[str, Any]] = []
 
     def report(res: dict[str, Any]) -> None:
+        if res.get("bad_input"):
+            from raycompo.errors import RaycompoError
+
+            raise RaycompoError(f"{Path(res['out']).name}: {res['error']}")
         results.append(res)
         msg = f"[{len(results)}/{len(todo)}] {Path(res['out']).name}: {res['status']} ({res['time_s']:.1f} s)"
         if res["error"]:
@@ -175,9 +179,10 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
         else:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
         started = True
+    pending: list = []
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(execute)
-        pending, queue = [], list(todo)
+        queue = list(todo)
         while queue or pending:
             while queue and len(pending) < workers:
                 j = queue.pop(0)
@@ -186,6 +191,8 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
             for ref in ready:
                 report(ray.get(ref))
     finally:
+        for ref in pending:  # after an error: the claim stops
+            ray.cancel(ref, force=True)
         if started:
             ray.shutdown()
     return results
