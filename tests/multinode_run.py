@@ -80,7 +80,7 @@ def main() -> None:
                 except ValueError:
                     break
                 node = ray.get(actor.__ray_call__.remote(lambda h: ray.get_runtime_context().get_node_id()))
-                clients = ray.get(actor.__ray_call__.remote(lambda h: sorted(h.clients)))
+                clients = ray.get(actor.__ray_call__.remote(lambda h: list(h.client_ids)))
                 hosts.append({"name": f"clients-{j}", "clients": clients, "node": node})
                 j += 1
 

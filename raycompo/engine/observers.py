@@ -52,8 +52,8 @@ class Observer:
 class Observers(Observer):
     """Several observers called in order."""
 
-    def __init__(self, observers: list[Observer]):
-        self.observers = [o for o in observers if o is not None]
+    def __init__(self, observers: list[Observer | None]):
+        self.observers: list[Observer] = [o for o in observers if o is not None]
 
     def on_start(self, info: RunInfo) -> None:
         for o in self.observers:
