@@ -12,6 +12,13 @@ and every I steps the models are averaged (line 8). y^{t-1} in (8) is the previo
 y-bar (line 6 sets y_k^{t-1} = y-bar^{t-1}); x_k^{-1} = x_k^0 and the first estimate is
 y_k^0 = g_k(x-bar^0; b_g) (so y-bar^0 = 1/K sum_k g_k(x-bar^0; b_g)).
 
+x_k^{t-1} in (8) is the point at which y^{t-1} was estimated. Line 8 overwrites
+x_k^{t+1} with x-bar^{t+1}, so right after an averaging x_k^{t-1} is the client's last
+local iterate before that step (x_k^{t-1}, where y-bar^{t-1} was taken), never its
+pre-averaging x_k^{t} - eta grad: the correction g(x_k^t) - g(x_k^{t-1}) then moves the
+estimate exactly from where y-bar^{t-1} was to x-bar^t. With full batches y-bar^t is
+therefore exactly 1/K sum_k g_k(x_k^t) for every beta (tests check it).
+
 Engine mapping: one engine round = one averaging period of I local steps. The y exchange
 is fused with the step: a client caches g_k(x_k^t; b_g), its Jacobian and grad h_k when it
 computes y_k^t, and one call "apply step t with y-bar^t, then compute y_k^{t+1}" does the
@@ -71,9 +78,7 @@ class FedDRO(GlobalCOAlgorithm):
 
     # --- client ---------------------------------------------------------------------
     def client_start(self, c, payload):
-        st = c.state
-        st["x_prev"] = st.get("x", payload["w"])  # x_k^{t-1}: the client's own last iterate
-        st["x"] = payload["w"]
+        c.state["x"] = payload["w"]  # line 8: x_k^t = x-bar^t
         return self._estimate(c, 0)
 
     def client_step(self, c, payload):
@@ -81,7 +86,7 @@ class FedDRO(GlobalCOAlgorithm):
         ybar = payload["ybar"]
         st["ybar"] = ybar  # line 6: y_k^t = y-bar^t
         d = direction(self.problem, st.pop("jac"), ybar, st.pop("gh"))  # eq. (7)
-        st["x_prev"], st["x"] = st["x"], st["x"] - payload["lr"] * d
+        st["x"] = st["x"] - payload["lr"] * d
         if payload["last"]:
             return {"x": st["x"]}
         return self._estimate(c, payload["j"])
@@ -93,5 +98,8 @@ class FedDRO(GlobalCOAlgorithm):
         g_new, st["jac"], st["gh"] = self.local_parts(st["x"], b_g, b_h)
         y = g_new  # beta = 1, or the first step: y_k^0 = g_k(x-bar^0; b_g)
         if "ybar" in st and self.s.beta < 1:
-            y = (1 - self.s.beta) * (st["ybar"] - self.g_at(st["x_prev"], b_g)) + g_new
+            # x_k^{t-1}: the point of the previous estimate y^{t-1} (after an averaging,
+            # the last local iterate before the step, not the pre-averaging x_k^I).
+            y = (1 - self.s.beta) * (st["ybar"] - self.g_at(st["x_y"], b_g)) + g_new
+        st["x_y"] = st["x"]
         return {"y": y}
