@@ -31,8 +31,9 @@ def test_disjoint_balanced_sets_are_disjoint_and_globally_balanced():
         assert not v & seen  # ... nor across clients
         assert not v & train  # ... nor one anyone trains on
         seen |= v
-    # the same class counts for every client, in the proportions of all training labels
-    global_freq = torch.bincount(torch.cat([c.y for c in cs]), minlength=10).double().numpy()
+    # the same class counts for every client, in the global proportions (the held-out pool's)
+    task = resolve(RunConfig(task="dro-mnist5k", algo="fedavg", settings=SMALL_DRO, backend="inline")).make_task()
+    global_freq = torch.bincount(task.load()[1][1], minlength=10).double().numpy()
     want = balanced_counts(global_freq, 50)
     for c in cs:
         np.testing.assert_array_equal(torch.bincount(c.y_val, minlength=10).numpy(), want)
@@ -54,8 +55,8 @@ def test_default_partition_is_unchanged_by_the_option():
 
 
 def test_too_many_disjoint_images_is_refused_with_the_limit():
-    with pytest.raises(ValueError, match=r"at most \d+") as err:
-        clients(val_split="disjoint-balanced", val_per_client=1000)
+    with pytest.raises(ConfigError, match=r"at most \d+") as err:
+        clients(val_split="disjoint-balanced", val_per_client=2000)
     limit = int(str(err.value).rsplit(" ", 1)[1])
     assert len(clients(val_split="disjoint-balanced", val_per_client=limit)[0].y_val) == limit
     with pytest.raises(ConfigError, match="val_split"):

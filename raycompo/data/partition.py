@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from raycompo.errors import ConfigError
+
 
 def imbalanced_sizes(n_clients: int, big: int, small: int, rng: np.random.Generator) -> tuple[list[int], int]:
     """ComFedL section 5.1: one client chosen at random holds `big` samples, the others
@@ -58,8 +60,8 @@ def disjoint_balanced_split(
     pool_labels: torch.Tensor, proportions: np.ndarray, n_clients: int, size: int, rng: np.random.Generator, what: str = "validation images"
 ) -> list[np.ndarray]:
     """`n_clients` disjoint index sets of `size` from a pool, each with the same class
-    counts (`proportions` rounded by largest remainder). Raises ValueError naming the
-    largest feasible `size` when the pool is too small."""
+    counts (`proportions` rounded by largest remainder). Raises ConfigError (a ValueError)
+    naming the largest feasible `size` when the pool is too small."""
     labels = pool_labels.numpy()
     by_class = [rng.permutation(np.flatnonzero(labels == k)) for k in range(len(proportions))]
 
@@ -68,7 +70,7 @@ def disjoint_balanced_split(
 
     if not feasible(size):
         best = next((v for v in range(size - 1, 0, -1) if feasible(v)), 0)
-        raise ValueError(
+        raise ConfigError(
             f"{n_clients} clients x {size} disjoint {what} with the global class balance need more than the "
             f"{len(labels)} held-out images; lower val_per_client to at most {best}"
         )

@@ -16,18 +16,18 @@ subset, the images left over after the training partition).
   uniformly at random, so the clients differ in size, not in distribution, and the label
   skew of a 20-image client is exactly what a robust method can fit for it.
 * `disjoint-balanced`: disjoint held-out sets (no image scored twice), every client
-  with the same class counts, in the proportions of all clients' training labels
-  together (the federation's global class balance). It measures plain generalization
-  to the common distribution; the worst client then differs from the mean only by
-  validation noise. On dro-mnist5k (1,820 held-out images) it needs
-  n_clients x val_per_client <= about 1,820, e.g. `val_per_client=180` for 10 clients.
+  with the same class counts, in the class proportions of the whole held-out pool (the
+  global class balance: MNIST's test split, or a uniform random remainder of the 5k
+  subset). It measures plain generalization to the common distribution; the worst
+  client then differs from the mean only by validation noise. On dro-mnist5k (1,820
+  held-out images) it needs n_clients x val_per_client <= about 1,820, e.g.
+  `val_per_client=180` for 10 clients (a larger value is refused with the limit).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from raycompo.data.mnist import load_mnist, load_mnist5k
@@ -104,9 +104,8 @@ class DroMnist(ClassificationTask):
                 "lower big_client_size / small_client_size"
             )
         train = split_by_sizes(len(y), sizes, rng)
-        if s.val_split == "disjoint-balanced":
-            labels = torch.as_tensor(np.concatenate(train))
-            global_freq = torch.bincount(y[labels], minlength=self.num_classes).double().numpy()
+        if s.val_split == "disjoint-balanced":  # the held-out pool's class balance: the global one
+            global_freq = torch.bincount(yv, minlength=self.num_classes).double().numpy()
             val = disjoint_balanced_split(yv, global_freq, s.n_clients, s.val_per_client, rng)
         else:
             val = [label_matched_sample(yv, y[torch.as_tensor(idx)], s.val_per_client, self.num_classes, rng) for idx in train]
