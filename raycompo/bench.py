@@ -83,14 +83,16 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    from raycompo.engine.runner import _DriverHandle
+    from raycompo.config import resolve
+    from raycompo.engine.backends import get_backend
+    from raycompo.engine.driver import start_driver
 
     settings = {"lr": 0.01, "gamma": 1.0, "tau": 5, "batch_size": 32}
     cfg = RunConfig(task="dro-mnist5k", algo="comfedl", rounds=10**6, eval_every=10**6, settings=settings, backend="inline")
     ray_cfg = RunConfig(**{**cfg.to_dict(), "backend": "ray", "clients_per_actor": args.clients_per_actor, "cpus_per_actor": args.cpus_per_actor})
     ray.init(include_dashboard=False, log_to_driver=False)
     inline = Federation(cfg)
-    remote = _DriverHandle(ray_cfg, "raycompo-bench")
+    remote = start_driver(resolve(ray_cfg), get_backend("ray"), "actor", "raycompo-bench")
     times: dict[str, list[float]] = {"hand-written": [], "inline": [], "ray": []}
     for _ in range(args.repeats):
         times["hand-written"].append(hand_written_seconds_per_round(cfg, args.rounds, args.warmup))

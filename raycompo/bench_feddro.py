@@ -28,10 +28,7 @@ from raycompo.engine.federation import Federation, RoundCtx
 
 
 def _busy(fed: Federation) -> float:
-    pool = fed.pool
-    if hasattr(pool, "host"):
-        return pool.host.busy_seconds
-    return max(pool.busy_seconds())
+    return fed.pool_stats()["host_busy_max_s"]
 
 
 def measure(cfg: RunConfig, rounds: int, pings: int, pool_factory=None) -> dict[str, float]:
@@ -76,13 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results = {"inline": measure(RunConfig(**base, backend="inline"), args.rounds, args.pings)}
 
-    from raycompo.engine.ray_pool import RayPool
-    from raycompo.engine.runner import ensure_ray
+    from raycompo.engine.backends import make_pool
+    from raycompo.engine.ray_start import ensure_ray
 
     ensure_ray(args.address, include_dashboard=False)
     ns = f"raycompo-bench-{uuid.uuid4().hex[:8]}"
     cfg = RunConfig(**base, backend="ray")
-    results["ray"] = measure(cfg, args.rounds, args.pings, lambda c, n: RayPool(c, n, namespace=ns))
+    results["ray"] = measure(cfg, args.rounds, args.pings, lambda r: make_pool(r, namespace=ns))
 
     print(f"FedDRO on {args.task}: K={args.clients} clients, I={args.sync_every}, batch {args.batch_size}, "
           f"{args.rounds} rounds ({args.sync_every + 1} exchanges per round)")

@@ -6,9 +6,18 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from raycompo.engine.backends import backend_names
+from raycompo.errors import ConfigError
 from raycompo.settings import build, check_known, names, require
 
-BACKENDS = ("ray", "inline")
+BACKENDS = backend_names()
+"""The backends' names, from the one registry in engine/backends.py."""
+
+RENAMED = {"inner_lr": "maml_inner_lr", "eval_chunk": "phi_chunk"}
+"""Old flat keys that still work where they are unambiguous: the meta-learning tasks'
+MAML inner step (now `maml_inner_lr`, apart from the MAML algorithms' `inner_lr`) and
+the global-composition algorithms' chunk of the Phi evaluation (now `phi_chunk`, apart
+from the FedDRO tasks' `eval_chunk`)."""
 
 
 @dataclass
@@ -56,10 +65,8 @@ class Resolved:
     algo_cls: type
     task_settings: Any
     algo_settings: Any
-
-    @property
-    def n_clients(self) -> int:
-        return self.make_task().n_clients
+    n_clients: int
+    """The task's number of clients, found once at resolution."""
 
     def make_task(self):
         return self.task_cls(self.task_settings, self.config.seed, self.config.data_dir)
@@ -77,9 +84,56 @@ def algorithm_overrides(task_cls: type, algo_cls: type, algo: str, settings: dic
     return {k: v for k, v in {**defaults, **settings}.items() if k in keys}
 
 
+def setting_owners() -> dict[str, str]:
+    """Every settings key of every registered task and algorithm -> 'task' or 'algo'.
+
+    A key declared by a task and by an algorithm would make one `--set` change both
+    silently: that is an error here, raised on first use after the classes are defined."""
+    from raycompo.algorithms import algorithms
+    from raycompo.tasks import tasks
+
+    owners: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for kind, registry in (("task", tasks()), ("algo", algorithms())):
+        for cls_name, cls in sorted(registry.items()):
+            for key in names(cls.Settings):
+                if owners.get(key, kind) != kind:
+                    raise ConfigError(
+                        f"setting {key!r} is declared by {where[key]} and by {kind} {cls_name}: "
+                        "rename one of them (task and algorithm settings share the --set namespace)"
+                    )
+                owners[key] = kind
+                where.setdefault(key, f"{kind} {cls_name}")
+    return owners
+
+
+def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, context: str) -> dict[str, Any]:
+    """Flat keys from `task.KEY` / `algo.KEY` / `KEY`, checked against the pair; old keys
+    in RENAMED are accepted (with a note on stderr) where the new name fits."""
+    import sys
+
+    setting_owners()  # collisions are errors
+    task_keys, algo_keys = set(names(task_cls.Settings)), set(names(algo_cls.Settings))
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        prefix, _, bare = key.rpartition(".")
+        allowed = {"task": task_keys, "algo": algo_keys}.get(prefix, task_keys | algo_keys)
+        if prefix not in ("", "task", "algo"):
+            raise ConfigError(f"setting {key!r}: a prefix must be 'task.' or 'algo.'")
+        if bare not in allowed and RENAMED.get(bare) in allowed:
+            print(f"note: setting {bare!r} is now {RENAMED[bare]!r} for {context}; using it", file=sys.stderr)
+            bare = RENAMED[bare]
+        if prefix and bare not in allowed:
+            raise ConfigError(f"{prefix} setting {bare!r} is not a setting of the {prefix} in {context}; valid: {', '.join(sorted(allowed))}")
+        out[bare] = value
+    check_known(out, task_cls.Settings, algo_cls.Settings, context=context)
+    return out
+
+
 def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
-    """Look up the task and algorithm and build their settings: the task's paper defaults
-    for algorithm settings first, then the user's overrides. Raises ConfigError.
+    """Look up the task and algorithm, check that they fit, and build their settings: the
+    task's paper defaults for algorithm settings first, then the user's overrides.
+    Raises ConfigError.
 
     `check_clients=False` skips the checks that need the task's number of clients (which
     some tasks only know from their data), e.g. to validate a sweep before any data loads."""
@@ -95,10 +149,11 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}")
     task_cls = task_class(cfg.task)
     algo_cls = algorithm_class(cfg.algo)
-    check_known(cfg.settings, task_cls.Settings, algo_cls.Settings, context=f"task {cfg.task} with algorithm {cfg.algo}")
-    task_settings = build(task_cls.Settings, cfg.settings)
+    settings = split_settings(cfg.settings, task_cls, algo_cls, context=f"task {cfg.task} with algorithm {cfg.algo}")
+    task_settings = build(task_cls.Settings, settings)
     task_settings.validate()
-    algo_settings = build(algo_cls.Settings, algorithm_overrides(task_cls, algo_cls, cfg.algo, cfg.settings))
+    algo_settings = build(algo_cls.Settings, algorithm_overrides(task_cls, algo_cls, cfg.algo, settings))
+    algo_cls.check_task(task_cls, algo_settings)
     n_clients = task_cls(task_settings, cfg.seed, cfg.data_dir).n_clients if check_clients else 10**9
     algo_settings.validate(n_clients)
-    return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings)
+    return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients)

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from raycompo.engine.observers import Observer, Row
 from raycompo.errors import ConfigError
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
@@ -21,7 +22,10 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-class RunWriter:
+class RunWriter(Observer):
+    """The output folder as an observer: config.json written at once ('running'), a
+    metrics.csv row per round, the final status and row at the end."""
+
     def __init__(self, out: str | Path, config: dict[str, Any], overwrite: bool = False):
         self.dir = Path(out)
         self.metrics_path = self.dir / "metrics.csv"
@@ -41,7 +45,25 @@ class RunWriter:
         self._writer.writerow(row)
         self._file.flush()
 
+    def write_frames(self, frames: dict[str, Any]) -> None:
+        """End-of-run files (pandas DataFrames) by file name, e.g. a task's figure data."""
+        for name, frame in frames.items():
+            frame.to_csv(self.dir / name, index=False)
+
     def finish(self, status: str, **extra: Any) -> None:
-        self._file.close()
+        if not self._file.closed:
+            self._file.close()
         self.config.update(status=status, **extra)
         write_json_atomic(self.config_path, self.config)
+
+    # --- Observer ---------------------------------------------------------------------
+    def on_row(self, row: Row) -> None:
+        self.append(row)
+        self.final = row
+
+    def on_end(self, status: str, final: Row) -> None:
+        self.finish(status, final=final, rounds_done=int(final.get("round", 0)))
+
+    def on_failure(self, exc: BaseException, final: Row) -> None:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        self.finish("failed", final=final, rounds_done=int(final.get("round", 0)), error=message)

@@ -15,6 +15,9 @@ SERVER = 1
 CLIENT = 2
 DATA = 3
 INIT = 4
+CLIENT_DATA = 5
+"""Per-client data generated on demand from (seed, CLIENT_DATA, client id), e.g. the
+synthetic task: a client's data never depends on which other clients are built."""
 
 
 _M64 = (1 << 64) - 1

@@ -57,7 +57,7 @@ def test_fedmaml_step_is_per_fedavg_hf():
     c = ClientCtx(
         0, ClientData(0, x, y, x[:5], y[:5]), {}, round=3, seed=11, device=torch.device("cpu")
     )
-    w_new = algo.client_local(c, {"w": w})["w"]
+    w_new = algo.client_local(c, {}, {"w": w})[0]["w"]
     d, dq, dh = (c.data.batch(c.rng(0, stream=k), b) for k in range(3))
     y_adapt = w - alpha * torch.func.grad(task.loss)(w, d)
     g_query = torch.func.grad(task.loss)(y_adapt, dq)

@@ -36,7 +36,7 @@ def client_problem(cid: int):
 class ToySettings:
     n_clients: int = 1
     """Clients, each with one quadratic task."""
-    inner_lr: float = LAM
+    maml_inner_lr: float = LAM
     """lambda."""
     eval_steps: int = 1
     """Adaptation steps of the metrics."""
@@ -63,7 +63,7 @@ class ToyQuadraticMaml(MetaTask):
 
     name = "toy-quadratic-maml"
     Settings = ToySettings
-    has_task_ids = True
+    capabilities = frozenset({"composition", "task_ids"})
 
     @property
     def n_clients(self) -> int:

@@ -30,6 +30,6 @@ def test_classification_rows_have_train_acc(task):
     c = t.clients([0])[0]
     acc = float((t.model(w, c.x).argmax(1) == c.y).double().mean())
     assert per_client[0]["train_acc"] == pytest.approx(acc)
-    row = summarize(per_client)
+    row = summarize(per_client, t.worst)
     assert row["train_acc_worst"] == min(m["train_acc"] for m in per_client.values())
     assert {"train_loss_worst", "val_loss_worst", "val_acc_worst"} <= set(row)

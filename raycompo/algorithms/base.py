@@ -1,40 +1,55 @@
-"""The algorithm interface: a server round written against a context, and client hooks.
+"""The algorithm interface: a server round written against a context, and declared
+client phases.
 
 An algorithm reads like the paper's pseudo-code:
 
 * `server_round(ctx, w, state)` is the server's part of one round (one communication
   round s of ComFedL, one model-averaging period of FedDRO). It samples cohorts with
-  `ctx.sample(...)` and runs client hooks with `ctx.map(phase, cohort, payload)`, which
-  returns the cohort's SUM of what the hook returned (pre-reduced on each host).
-* `client_<phase>(c, payload)` is a device's part: `c.data` is its local data, `c.state`
-  its persistent state (momentum, inner estimates, personal model...), `c.rng(step)` its
-  random stream seeded by (seed, client, round, step).
+  `ctx.sample(...)` and runs client phases with `ctx.map(phase, cohort, payload)`, which
+  returns the cohort's SUM of the phase's contributions (pre-reduced on each host). It
+  returns the new model and the new server state; it never mutates its inputs.
+* A client phase is a method decorated with `@client_phase("name")`:
+  `(c, state, payload) -> (contribution, new_state)`. `c` is the client's context (its
+  data, its random streams `c.rng(step)` seeded by (seed, client, round, step), and
+  `c.scratch`, a cache that lives for ONE round and is never saved); `state` is the
+  client's persistent state (momentum, inner estimates, personal model...), a dict of
+  tensors, numbers and nested dicts that the engine owns: it stores, checkpoints, spills
+  and restores exactly what a phase returns.
+* `requires` names the task capabilities the algorithm needs (see `Task.capabilities`);
+  `resolve()` rejects a pair that does not fit before anything runs.
 
 Algorithms never import Ray: the engine implements `ctx` inline or over Ray actors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import torch
 
+from raycompo.errors import ConfigError
 from raycompo.settings import require
 from raycompo.tasks.base import ClientData, Task
 
 Payload = dict[str, Any]
 Contribution = dict[str, Any]
+State = dict[str, Any]
+"""A client's persistent state: tensors, numbers, None and nested dicts of those."""
+PhaseResult = tuple[Contribution, State]
 
 
 class ClientContext(Protocol):
-    """What a client hook sees."""
+    """What a client phase sees besides its state and the payload."""
 
     client_id: int
     data: ClientData
-    state: dict[str, Any]
     round: int
     device: torch.device
+    scratch: dict[str, Any]
+    """A cache between phases of the current round only (e.g. FedDRO's Jacobian); cleared
+    at the next round, never checkpointed."""
 
     def rng(self, step: int, stream: int = 0) -> torch.Generator: ...
 
@@ -44,15 +59,27 @@ class RoundContext(Protocol):
 
     round: int
     n_clients: int
-    num_samples: list[int]
 
     def rng(self, stream: int = 0) -> torch.Generator: ...
 
-    def sample(self, m: int) -> list[int]: ...
+    def sample(self, m: int, stream: int = 0) -> list[int]: ...
 
     def map(self, phase: str, cohort: list[int], payload: Payload) -> dict[str, Any]: ...
 
     def map_each(self, phase: str, cohort: list[int], payload: Payload) -> dict[int, dict[str, Any]]: ...
+
+
+PhaseFn = TypeVar("PhaseFn", bound=Callable[[Any, Any, State, Payload], PhaseResult])
+
+
+def client_phase(name: str) -> Callable[[PhaseFn], PhaseFn]:
+    """Declare a method as the client phase `name` that `ctx.map(name, ...)` runs."""
+
+    def mark(fn: PhaseFn) -> PhaseFn:
+        fn.__client_phase__ = name  # type: ignore[attr-defined]
+        return fn
+
+    return mark
 
 
 @dataclass
@@ -83,14 +110,52 @@ class LocalSettings:
 
 
 class Algorithm:
-    """Base class. Subclasses set `name` and `Settings` and write the hooks."""
+    """Base class. Subclasses set `name` and `Settings`, write `server_round` and declare
+    their client phases with `@client_phase`."""
 
     name: ClassVar[str]
     Settings: ClassVar[type] = LocalSettings
+    requires: ClassVar[frozenset[str]] = frozenset({"classification"})
+    """Task capabilities this algorithm needs (`Task.capabilities`)."""
+    phases: ClassVar[dict[str, str]] = {}
+    """Client phase name -> method name, collected from `@client_phase` declarations."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        found: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):  # mixins (e.g. AdaptedEvaluation) declare phases too
+            for attr, value in vars(klass).items():
+                phase = getattr(value, "__client_phase__", None)
+                if phase is not None:
+                    found[phase] = attr
+        cls.phases = found
 
     def __init__(self, settings: Any, task: Task):
         self.s = settings
         self.task = task
+
+    @classmethod
+    def check_task(cls, task_cls: type[Task], settings: Any) -> None:
+        """Reject a task this algorithm cannot run on (ConfigError), before anything runs.
+        The default checks `requires` against the task's declared capabilities."""
+        missing = sorted(cls.requires - task_cls.capabilities)
+        if missing:
+            from raycompo.tasks import tasks
+
+            fits = sorted(n for n, t in tasks().items() if cls.requires <= t.capabilities)
+            raise ConfigError(
+                f"algorithm {cls.name} needs a task with {', '.join(missing)}; task {task_cls.name} has "
+                f"{', '.join(sorted(task_cls.capabilities)) or 'none of that'}. Tasks that fit: {', '.join(fits)}"
+            )
+
+    def phase(self, name: str) -> Callable[[Any, State, Payload], PhaseResult]:
+        """The bound client phase `name`; a ConfigError naming the declared ones otherwise."""
+        attr = self.phases.get(name)
+        if attr is None:
+            raise ConfigError(
+                f"algorithm {self.name} has no client phase {name!r}; its phases: {', '.join(sorted(self.phases))}"
+            )
+        return getattr(self, attr)
 
     # --- server side ---------------------------------------------------------------
     def init_server_state(self, w0: torch.Tensor, n_clients: int) -> dict[str, Any]:
@@ -100,14 +165,20 @@ class Algorithm:
     def server_round(self, ctx: RoundContext, w: torch.Tensor, state: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
         raise NotImplementedError
 
+    def global_metrics(self, ctx: RoundContext, w: torch.Tensor, row: dict[str, Any]) -> dict[str, float]:
+        """Metrics of the global model that are not a mean of per-client metrics (e.g.
+        FedDRO's Phi = h + f(1/K sum_k g_k)); none by default."""
+        return {}
+
     # --- client side ---------------------------------------------------------------
-    def init_client_state(self, c: ClientContext) -> dict[str, Any]:
+    def init_client_state(self, c: ClientContext) -> State:
         """Persistent per-client state, created the first time the client is used."""
         return {}
 
-    def client_evaluate(self, c: ClientContext, payload: Payload) -> dict[str, float]:
+    @client_phase("evaluate")
+    def client_evaluate(self, c: ClientContext, state: State, payload: Payload) -> PhaseResult:
         """Per-client metrics of the global model (personalized methods override)."""
-        return self.task.evaluate(payload["w"], c.data)
+        return self.task.evaluate(payload["w"], c.data), state
 
     # --- helpers -------------------------------------------------------------------
     def loss_grad(self, w: torch.Tensor, batch: Any) -> torch.Tensor:

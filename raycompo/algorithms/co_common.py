@@ -3,9 +3,9 @@ minibatch SGD for CO): settings, the objective, mini-batches, the learning-rate 
 and the global metrics (Phi(x-bar) and ||grad Phi(x-bar)||).
 
 The objective Phi(x) = h(x) + f(1/K sum_k g_k(x)) (FedDRO eq. 2) comes from the task:
-a task may define `global_composition(settings)` (e.g. the toy instance of Theorem 4.1);
-otherwise the DRO objective named by `objective` is built on the task's per-sample
-losses (`task.sample_losses(w, batch)`, or cross-entropy for a classification task).
+a task with the 'global_composition' capability defines it (e.g. the toy instance of
+Theorem 4.1); otherwise the DRO objective named by `objective` is built on the task's
+per-sample losses (`task.sample_losses(w, batch)`, capability 'sample_losses').
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from raycompo.algorithms.base import Algorithm
+from raycompo.algorithms.base import Algorithm, client_phase
 from raycompo.errors import ConfigError
 from raycompo.problems.global_composition import (
     OBJECTIVES,
@@ -28,7 +27,6 @@ from raycompo.problems.global_composition import (
     phi_from_parts,
 )
 from raycompo.settings import require
-from raycompo.tasks.base import ClassificationTask
 
 
 @dataclass
@@ -55,7 +53,7 @@ class GlobalCOSettings:
     grad_norm_metric: bool = True
     """Log ||grad Phi(x-bar)|| on all clients' full data with the objective (one Jacobian
     of g per client per evaluation); false: the objective only."""
-    eval_chunk: int = 1024
+    phi_chunk: int = 1024
     """Samples per chunk when Phi and its gradient are computed on a client's full data."""
 
     def validate(self, n_clients: int) -> None:
@@ -66,34 +64,32 @@ class GlobalCOSettings:
         require(self.lam > 0, f"lam (lambda of the DRO regularization) must be > 0, got {self.lam}")
         require(self.lr_decay_round is None or self.lr_decay_round >= 0, f"lr_decay_round must be >= 0, got {self.lr_decay_round}")
         require(0 < self.lr_decay <= 1, f"lr_decay must be in (0, 1], got {self.lr_decay}")
-        require(self.eval_chunk >= 1, f"eval_chunk must be >= 1, got {self.eval_chunk}")
-
-
-def sample_losses(task):
-    """Per-sample losses l(w; zeta_i) of a task, shape (|b|,)."""
-    fn = getattr(task, "sample_losses", None)
-    if fn is not None:
-        return fn
-    if isinstance(task, ClassificationTask):
-        return lambda w, batch: F.cross_entropy(task.model(w, batch[0]), batch[1], reduction="none")
-    raise ConfigError(f"task {task.name} has no per-sample losses; the global-composition algorithms need them")
+        require(self.phi_chunk >= 1, f"phi_chunk must be >= 1, got {self.phi_chunk}")
 
 
 class GlobalCOAlgorithm(Algorithm):
     """Base of feddro, fedavg-co and mbsgd-co (no `name`: not registered)."""
 
     Settings = GlobalCOSettings
+    requires = frozenset()  # either of: global_composition, sample_losses (check_task)
+
+    @classmethod
+    def check_task(cls, task_cls, settings) -> None:
+        if not task_cls.capabilities & {"global_composition", "sample_losses"}:
+            raise ConfigError(
+                f"{cls.name} needs a task with its own global composition or per-sample losses; "
+                f"task {task_cls.name} has neither"
+            )
 
     def __init__(self, settings, task):
         super().__init__(settings, task)
         self.problem: GlobalComposition = self.build_problem()
 
     def build_problem(self) -> GlobalComposition:
-        custom = getattr(self.task, "global_composition", None)
-        if custom is not None:
-            return custom(self.s)
+        if "global_composition" in self.task.capabilities:
+            return self.task.global_composition(self.s)  # type: ignore[attr-defined]
         kwargs = {"shift": self.s.kl_shift} if self.s.objective == "kl" else {}
-        return dro_objective(self.s.objective, sample_losses(self.task), self.s.lam, **kwargs)
+        return dro_objective(self.s.objective, self.task.sample_losses, self.s.lam, **kwargs)  # type: ignore[attr-defined]
 
     # --- server ---------------------------------------------------------------------------
     def lr_at(self, round_: int) -> float:
@@ -110,8 +106,9 @@ class GlobalCOAlgorithm(Algorithm):
         return phi_from_parts(self.problem, parts)
 
     # --- client ---------------------------------------------------------------------------
-    def client_phi_parts(self, c, payload):
-        return full_parts(self.problem, payload["w"], c.data.x, c.data.y, self.s.eval_chunk, self.s.grad_norm_metric)
+    @client_phase("phi_parts")
+    def client_phi_parts(self, c, state, payload):
+        return full_parts(self.problem, payload["w"], c.data.x, c.data.y, self.s.phi_chunk, self.s.grad_norm_metric), state
 
     def batches(self, c, step: int) -> tuple[Any, Any]:
         """(b_g, b_h) for local step `step`: independent draws (streams 0 and 1); b_h is
@@ -130,6 +127,7 @@ class GlobalCOAlgorithm(Algorithm):
         gh = h_grad(self.problem, x, b_h) if b_h is not None else None
         return value, jac, gh
 
-    def client_ping(self, c, payload):
+    @client_phase("ping")
+    def client_ping(self, c, state, payload):
         """A y-sized reply and no work: the bare cost of one exchange (bench_feddro)."""
-        return {"y": torch.zeros(self.problem.d_g)}
+        return {"y": torch.zeros(self.problem.d_g)}, state

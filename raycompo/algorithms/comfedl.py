@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.problems import KLDRO, compositional_gradient
 from raycompo.settings import require
 
@@ -100,20 +100,18 @@ class ComFedL(Algorithm):
         center = payload.get("center")
         return self.problem if center is None else dataclasses.replace(self.problem, center=center)
 
-    def first_batches(self, c, t: int):
-        """(B, B~) of local step t (B~ None when g has no data of its own)."""
-        batch = c.data.batch(c.rng(t), self.s.batch_size)
+    @client_phase("robust_value")
+    def client_robust_value(self, c, state, payload):
+        """f_i(w_s) on the batches of the client's first local step (normalizer 'lse'):
+        B (stream 0) and B~ (stream 1) of step 0, drawn again from the same seeds."""
+        batch = c.data.batch(c.rng(0), self.s.batch_size)
         batch1 = None
-        if self.problem.needs_outer_batch:  # lines 11-12: B~ from D~_i
-            batch1 = c.data.outer_batch(c.rng(t, stream=1), self.s.outer_batch_size)
-        return batch, batch1
+        if self.problem.needs_outer_batch:
+            batch1 = c.data.outer_batch(c.rng(0, stream=1), self.s.outer_batch_size)
+        return {"f": self.problem.robust_value(payload["w"], batch, batch1).detach()}, state
 
-    def client_robust_value(self, c, payload):
-        """f_i(w_s) on the batches of the client's first local step (normalizer 'lse')."""
-        batch, batch1 = self.first_batches(c, 0)
-        return {"f": self.problem.robust_value(payload["w"], batch, batch1).detach()}
-
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         problem = self.client_problem(payload)
 
         def u(w, batch, t):
@@ -123,4 +121,4 @@ class ComFedL(Algorithm):
             return compositional_gradient(problem, w, batch, batch1)[0]
 
         w = local_sgd(c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size, u)
-        return {"w": w, "count": 1.0}
+        return {"w": w, "count": 1.0}, state

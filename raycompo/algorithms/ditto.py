@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.personalized import average_local_models
 from raycompo.settings import require
 
@@ -53,16 +53,17 @@ class Ditto(Algorithm):
     def server_round(self, ctx, w, state):
         return average_local_models(ctx, self.s, w), state
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         s, w_s = self.s, payload["w"]
         w = local_sgd(c, w_s, s.tau, s.lr, s.batch_size, lambda w, b, t: self.loss_grad(w, b))  # 1.
-        v = c.state.get("v", w_s)  # 2.
+        v = state.get("v", w_s)  # 2.
         lr = s.lr if s.personal_lr is None else s.personal_lr
         for t in range(s.tau if s.personal_steps is None else s.personal_steps):
             batch = c.data.batch(c.rng(t, stream=1), s.batch_size)
             v = (v - lr * (self.loss_grad(v, batch) + s.lam * (v - w_s))).detach()
-        c.state["v"] = v
-        return {"w": w, "count": 1.0}
+        return {"w": w, "count": 1.0}, {**state, "v": v}
 
-    def client_evaluate(self, c, payload):
-        return self.task.evaluate(c.state.get("v", payload["w"]), c.data)
+    @client_phase("evaluate")
+    def client_evaluate(self, c, state, payload):
+        return self.task.evaluate(state.get("v", payload["w"]), c.data), state

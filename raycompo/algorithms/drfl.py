@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.settings import require
 
 
@@ -64,14 +64,16 @@ class DRFL(Algorithm):
         state = {"lambda": project_simplex(lam + self.s.weight_lr * tau * v)}  # 4.
         return w_next, state
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         w, snap = local_sgd(
             c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size,
             lambda w, b, t: self.loss_grad(w, b), snapshot_at=payload["t_snap"],
         )
-        return {"w": w, "w_snap": snap, "count": 1.0}
+        return {"w": w, "w_snap": snap, "count": 1.0}, state
 
-    def client_loss(self, c, payload):
+    @client_phase("loss")
+    def client_loss(self, c, state, payload):
         with torch.no_grad():
             batch = c.data.batch(c.rng(0, stream=2), self.s.batch_size)
-            return {"loss": self.task.loss(payload["w"], batch)}
+            return {"loss": self.task.loss(payload["w"], batch)}, state

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.personalized import adapted_metrics
 from raycompo.settings import require
 
@@ -39,13 +39,15 @@ class FedAvg(Algorithm):
         sums = ctx.map("local", cohort, {"w": w})
         return sums["nw"] / sums["n"], state  # sum_i n_i w_i / sum_i n_i
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         w = local_sgd(c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size, lambda w, b, t: self.loss_grad(w, b))
         n = float(c.data.num_samples)
-        return {"nw": n * w, "n": n}
+        return {"nw": n * w, "n": n}, state
 
-    def client_evaluate(self, c, payload):
+    @client_phase("evaluate")
+    def client_evaluate(self, c, state, payload):
         if self.s.eval_adapt_steps == 0:
-            return super().client_evaluate(c, payload)
+            return super().client_evaluate(c, state, payload)
         lr = self.s.lr if self.s.eval_lr is None else self.s.eval_lr
-        return adapted_metrics(self.task, c, payload["w"], lr, self.s.eval_adapt_steps, self.s.batch_size)
+        return adapted_metrics(self.task, c, payload["w"], lr, self.s.eval_adapt_steps, self.s.batch_size), state

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.problems.global_composition import direction
 from raycompo.settings import require
@@ -50,17 +51,19 @@ class FedAvgCO(GlobalCOAlgorithm):
         out = ctx.map("local", clients, payload)
         return out["x"] / len(clients), state
 
-    def client_inner(self, c, payload):
-        return {"y": self.g_at(payload["w"], c.data.batch(c.rng(0, Y_STREAM), self.s.batch_size))}
+    @client_phase("inner")
+    def client_inner(self, c, state, payload):
+        return {"y": self.g_at(payload["w"], c.data.batch(c.rng(0, Y_STREAM), self.s.batch_size))}, state
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         x = payload["w"]
         y = payload["ybar"]
         if y is None:  # Case I: y_k = g_k(x-bar)
-            y = self.client_inner(c, payload)["y"]
+            y = self.client_inner(c, state, payload)[0]["y"]
         for j in range(self.s.sync_every):
             b_g, b_h = self.batches(c, j)
             _, jac, gh = self.local_parts(x, b_g, b_h)
             x = x - payload["lr"] * direction(self.problem, jac, y, gh)
             y = self.g_at(x, c.data.batch(c.rng(j + 1, Y_STREAM), self.s.batch_size))  # y_k = g_k(x_k)
-        return {"x": x}
+        return {"x": x}, state

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
+from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.problems.global_composition import direction
 from raycompo.settings import require
@@ -77,29 +78,30 @@ class FedDRO(GlobalCOAlgorithm):
         return w_next, state
 
     # --- client ---------------------------------------------------------------------
-    def client_start(self, c, payload):
-        c.state["x"] = payload["w"]  # line 8: x_k^t = x-bar^t
-        return self._estimate(c, 0)
+    # Persistent state: x (x_k^t), x_y (the point of the last estimate, x_k^{t-1} of
+    # eq. 8), ybar (the last y-bar). The Jacobian and grad h cached between computing
+    # y_k^t and applying step t live in c.scratch.
+    @client_phase("start")
+    def client_start(self, c, state, payload):
+        state = {**state, "x": payload["w"]}  # line 8: x_k^t = x-bar^t
+        return self._estimate(c, state, 0)
 
-    def client_step(self, c, payload):
-        st = c.state
-        ybar = payload["ybar"]
-        st["ybar"] = ybar  # line 6: y_k^t = y-bar^t
-        d = direction(self.problem, st.pop("jac"), ybar, st.pop("gh"))  # eq. (7)
-        st["x"] = st["x"] - payload["lr"] * d
+    @client_phase("step")
+    def client_step(self, c, state, payload):
+        ybar = payload["ybar"]  # line 6: y_k^t = y-bar^t
+        d = direction(self.problem, c.scratch.pop("jac"), ybar, c.scratch.pop("gh"))  # eq. (7)
+        state = {**state, "ybar": ybar, "x": state["x"] - payload["lr"] * d}
         if payload["last"]:
-            return {"x": st["x"]}
-        return self._estimate(c, payload["j"])
+            return {"x": state["x"]}, state
+        return self._estimate(c, state, payload["j"])
 
-    def _estimate(self, c, j: int):
-        """y_k at local step j by eq. (8); caches what eq. (7) needs at x_k."""
-        st = c.state
+    def _estimate(self, c, state, j: int):
+        """y_k at local step j by eq. (8); caches what eq. (7) needs at x_k in c.scratch."""
         b_g, b_h = self.batches(c, j)
-        g_new, st["jac"], st["gh"] = self.local_parts(st["x"], b_g, b_h)
+        g_new, c.scratch["jac"], c.scratch["gh"] = self.local_parts(state["x"], b_g, b_h)
         y = g_new  # beta = 1, or the first step: y_k^0 = g_k(x-bar^0; b_g)
-        if "ybar" in st and self.s.beta < 1:
+        if "ybar" in state and self.s.beta < 1:
             # x_k^{t-1}: the point of the previous estimate y^{t-1} (after an averaging,
             # the last local iterate before the step, not the pre-averaging x_k^I).
-            y = (1 - self.s.beta) * (st["ybar"] - self.g_at(st["x_y"], b_g)) + g_new
-        st["x_y"] = st["x"]
-        return {"y": y}
+            y = (1 - self.s.beta) * (state["ybar"] - self.g_at(state["x_y"], b_g)) + g_new
+        return {"y": y}, {**state, "x_y": state["x"]}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from torch.func import grad, vjp
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.personalized import AdaptedEvaluation, MamlFields, average_local_models
 
 
@@ -38,7 +38,8 @@ class FedMaml(AdaptedEvaluation, Algorithm):
     def server_round(self, ctx, w, state):
         return average_local_models(ctx, self.s, w), state
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         s, loss = self.s, self.task.loss
 
         def direction(w, support, t):
@@ -53,4 +54,4 @@ class FedMaml(AdaptedEvaluation, Algorithm):
         w = local_sgd(
             c, payload["w"], s.tau, s.lr, s.batch_size, lambda w, b, t: direction(w, b, t).detach()
         )
-        return {"w": w, "count": 1.0}
+        return {"w": w, "count": 1.0}, state

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from raycompo.algorithms.base import Algorithm
+from raycompo.algorithms.base import Algorithm, client_phase
 from raycompo.errors import ConfigError
 from raycompo.problems.maml import meta_batch_vjp
 from raycompo.settings import require
@@ -114,17 +114,24 @@ class LocalCompositional(Algorithm):
 
     Settings: ClassVar[type] = LocalCompositionalSettings
 
+    requires = frozenset({"composition"})
+
     def __init__(self, settings: Any, task: Any):
         super().__init__(settings, task)
-        if not hasattr(task, "composition"):
-            raise ConfigError(
-                f"{self.name} needs a compositional (meta-learning) task such as maml-sinusoid or maml-omniglot; {task.name} is not one"
-            )
         self.problem = task.composition(first_order=settings.first_order)
-        if self.recurrence().per_task and not getattr(task, "has_task_ids", False):
+
+    @classmethod
+    def check_task(cls, task_cls, settings) -> None:
+        if "composition" not in task_cls.capabilities:
             raise ConfigError(
-                f"{self.name} with one inner state per task needs a task with a finite set of training tasks "
-                f"(e.g. maml-sinusoid); {task.name} draws new tasks at every step"
+                f"{cls.name} needs a compositional (meta-learning) task such as maml-sinusoid or maml-omniglot; {task_cls.name} is not one"
+            )
+        probe = object.__new__(cls)  # recurrence() reads only the settings
+        probe.s = settings
+        if probe.recurrence().per_task and "task_ids" not in task_cls.capabilities:
+            raise ConfigError(
+                f"{cls.name} with one inner state per task needs a task with a finite set of training tasks "
+                f"(e.g. maml-sinusoid); {task_cls.name} draws new tasks at every step"
             )
 
     def recurrence(self) -> Recurrence:
@@ -148,10 +155,11 @@ class LocalCompositional(Algorithm):
     def init_client_state(self, c):
         return {"u_task": {}}  # per-task inner states u_i, by task id (per_task only)
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         r = self.recurrence()
         x, m, u = payload["w"], payload.get("m"), payload.get("u")
-        u_task: dict[Any, torch.Tensor] = c.state["u_task"]
+        u_task: dict[Any, torch.Tensor] = dict(state["u_task"])  # a new state, not edited in place
         for t in range(self.s.p):
             first = payload["t0"] + t == 0  # global iteration t = 0: lines 3-5
             tasks = c.data.batch(c.rng(t), self.s.batch_size)
@@ -176,5 +184,5 @@ class LocalCompositional(Algorithm):
             out["m"] = m
         if "u" in r.averages:
             out["u"] = u
-        c.state.update({k: v for k, v in (("m", m), ("u", u)) if v is not None})  # for inspection
-        return out
+        kept = {k: v for k, v in (("m", m), ("u", u)) if v is not None}  # m, u: for inspection
+        return out, {**state, "u_task": u_task, **kept}

@@ -12,6 +12,7 @@ as FedDRO with the same I.
 
 from __future__ import annotations
 
+from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.problems.global_composition import direction
 
@@ -30,10 +31,11 @@ class MBSGDCO(GlobalCOAlgorithm):
             w = w - lr * direction(self.problem, s["jac"] / K, s["g"] / K, gh)
         return w, state
 
-    def client_grad(self, c, payload):
+    @client_phase("grad")
+    def client_grad(self, c, state, payload):
         b_g, b_h = self.batches(c, payload["j"])
         g, jac, gh = self.local_parts(payload["w"], b_g, b_h)
         out = {"g": g, "jac": jac}
         if gh is not None:
             out["gh"] = gh
-        return out
+        return out, state

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from raycompo.algorithms.base import client_phase
 from raycompo.problems import compositional_gradient
 from raycompo.problems.maml import adapt
 from raycompo.settings import require
@@ -102,6 +103,7 @@ def average_local_models(ctx, settings, w: torch.Tensor) -> torch.Tensor:
 class AdaptedEvaluation:
     """Algorithm mixin: evaluate each client after `eval_adapt_steps` steps of size `inner_lr`."""
 
-    def client_evaluate(self, c, payload):
+    @client_phase("evaluate")
+    def client_evaluate(self, c, state, payload):
         s, task = self.s, self.task  # type: ignore[attr-defined]
-        return adapted_metrics(task, c, payload["w"], s.inner_lr, s.eval_adapt_steps, s.batch_size)
+        return adapted_metrics(task, c, payload["w"], s.inner_lr, s.eval_adapt_steps, s.batch_size), state

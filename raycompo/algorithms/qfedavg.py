@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, local_sgd
+from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.settings import require
 
 
@@ -40,7 +40,8 @@ class QFedAvg(Algorithm):
         sums = ctx.map("local", cohort, {"w": w})
         return w - sums["delta"] / sums["h"], state
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         w0 = payload["w"]
         with torch.no_grad():
             # F_k(w) on the client's training data; the epsilon keeps F^(q-1) finite.
@@ -52,4 +53,4 @@ class QFedAvg(Algorithm):
         return {
             "delta": fq * dw,
             "h": q * loss ** (q - 1) * dw.pow(2).sum() + L * fq,
-        }
+        }, state

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from raycompo.algorithms.base import Algorithm, LocalSettings
+from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase
 from raycompo.algorithms.drfl import project_simplex
 from raycompo.algorithms.personalized import AdaptedEvaluation, MamlFields, maml_local
 from raycompo.problems.maml import MAML
@@ -61,9 +61,10 @@ class TrMaml(AdaptedEvaluation, Algorithm):
         v = (n / m) * sums["losses"].to(torch.float64)
         return w_next, {"p": project_simplex(p + self.s.weight_lr * v)}  # 4.
 
-    def client_local(self, c, payload):
+    @client_phase("local")
+    def client_local(self, c, state, payload):
         w, value = maml_local(c, payload["w"], self.problem, self.s)
         p_i = float(payload["p"][c.client_id])
         losses = torch.zeros(payload["n"], dtype=torch.float64)
         losses[c.client_id] = float(value)
-        return {"pw": p_i * w, "p": p_i, "losses": losses}
+        return {"pw": p_i * w, "p": p_i, "losses": losses}, state

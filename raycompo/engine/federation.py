@@ -14,16 +14,18 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from raycompo.config import RunConfig, resolve
+from raycompo.config import Resolved, RunConfig, resolve
+from raycompo.engine.pools import Pool
 from raycompo.seeding import SERVER, generator
 
 
 class RoundCtx:
-    """What `server_round` sees (see algorithms.base.RoundContext)."""
+    """What `server_round` sees (implements algorithms.base.RoundContext)."""
 
     def __init__(self, fed: Federation, round_: int):
         self.fed = fed
@@ -39,41 +41,51 @@ class RoundCtx:
             return list(range(self.n_clients))
         return sorted(torch.randperm(self.n_clients, generator=self.rng(stream))[:m].tolist())
 
+    def _pool(self, phase: str) -> Pool:
+        self.fed.algorithm.phase(phase)  # an undeclared phase fails here, not in an actor
+        assert self.fed.pool is not None, "the federation's pool is not started"
+        return self.fed.pool
+
     def map(self, phase: str, cohort: list[int], payload: dict[str, Any]) -> dict[str, Any]:
-        """Sum over the cohort (with multiplicity) of `client_<phase>`'s outputs."""
-        sums = self.fed.pool.map(phase, self.round, dict(Counter(cohort)), payload, True)
+        """Sum over the cohort (with multiplicity) of the client phase's contributions."""
+        sums = self._pool(phase).map(phase, self.round, dict(Counter(cohort)), payload, True)
         return {k: v.to(self.fed.dtype) if isinstance(v, torch.Tensor) else v for k, v in sums.items()}
 
     def map_each(self, phase: str, cohort: list[int], payload: dict[str, Any]) -> dict[int, dict[str, Any]]:
-        """Each client's output of `client_<phase>`, by client id."""
-        return self.fed.pool.map(phase, self.round, {c: 1 for c in cohort}, payload, False)
+        """Each client's contribution from the client phase, by client id."""
+        return self._pool(phase).map(phase, self.round, {c: 1 for c in cohort}, payload, False)
 
 
-def summarize(per_client: dict[int, dict[str, float]]) -> dict[str, float]:
-    """Mean over clients of each metric, and the worst client's for losses and accuracies."""
+def summarize(per_client: dict[int, dict[str, float]], worst: dict[str, str]) -> dict[str, float]:
+    """Mean over clients of each metric, and `<key>_worst` for the metrics the task declares
+    (`Task.worst`: the client with the highest ('max') or lowest ('min') value)."""
     keys = next(iter(per_client.values())).keys()
     row: dict[str, float] = {}
     for k in keys:
         vals = [float(m[k]) for m in per_client.values()]
         row[k] = sum(vals) / len(vals)
-        if "acc" in k:
-            row[f"{k}_worst"] = min(vals)
-        elif "loss" in k:
-            row[f"{k}_worst"] = max(vals)
+        if k in worst:
+            row[f"{k}_worst"] = max(vals) if worst[k] == "max" else min(vals)
     return row
 
 
+PoolFactory = Callable[[Resolved], Pool]
+
+
 class Federation:
-    def __init__(self, cfg: RunConfig | dict, pool_factory=None, start: bool = True):
+    """The driver: the global model w, the server state, the round counter and the pool.
+    Inline it lives in the caller's process; on Ray it is the actor `driver`."""
+
+    def __init__(self, cfg: RunConfig | dict | Resolved, pool_factory: PoolFactory | None = None, start: bool = True):
         """`start=False` defers building the pool (host actors, data) to `start()`: a driver
         actor does it in a method call so that a user error there reaches the caller."""
-        cfg = cfg if isinstance(cfg, RunConfig) else RunConfig.from_dict(cfg)
-        r = resolve(cfg)
-        self.cfg = cfg
-        self.seed = cfg.seed
+        r = cfg if isinstance(cfg, Resolved) else resolve(cfg if isinstance(cfg, RunConfig) else RunConfig.from_dict(cfg))
+        self.resolved = r
+        self.cfg = r.config
+        self.seed = r.config.seed
         task = r.make_task()
         self.task = task
-        self.n_clients = task.n_clients
+        self.n_clients = r.n_clients
         self.algorithm = r.algo_cls(r.algo_settings, task)
         self.w = task.init_weights()
         self.dtype = self.w.dtype
@@ -81,22 +93,19 @@ class Federation:
         self.round = 0
         self.elapsed = 0.0
         self._pool_factory = pool_factory or default_pool
-        self.pool = None
+        self.pool: Pool | None = None
         if start:
             self.start()
 
     def start(self) -> None:
         if self.pool is None:
-            self.pool = self._pool_factory(self.cfg, self.n_clients)
+            self.pool = self._pool_factory(self.resolved)
 
     def evaluate(self) -> dict[str, float]:
+        assert self.pool is not None
         per_client = self.pool.map("evaluate", self.round, {c: 1 for c in range(self.n_clients)}, {"w": self.w}, False)
-        row = summarize(per_client)
-        # Optional algorithm hook for metrics of the global model that are not a mean of
-        # per-client metrics (e.g. FedDRO's Phi = h + f(1/K sum_k g_k)).
-        extra = getattr(self.algorithm, "global_metrics", None)
-        if extra is not None:
-            row.update(extra(RoundCtx(self, self.round), self.w, row))
+        row = summarize(per_client, self.task.worst)
+        row.update(self.algorithm.global_metrics(RoundCtx(self, self.round), self.w, row))
         return row
 
     def initial_row(self) -> dict[str, Any]:
@@ -139,18 +148,20 @@ class Federation:
         return self.state
 
     def client_state(self, cid: int) -> dict[str, Any]:
+        assert self.pool is not None
         return self.pool.client_state(cid)
+
+    def pool_stats(self) -> dict[str, float]:
+        assert self.pool is not None
+        return self.pool.stats()
 
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
 
 
-def default_pool(cfg: RunConfig, n_clients: int):
-    from raycompo.engine.pools import InlinePool
+def default_pool(resolved: Resolved) -> Pool:
+    """The pool of the config's backend, from the one backend registry."""
+    from raycompo.engine.backends import make_pool
 
-    if cfg.backend == "inline":
-        return InlinePool(cfg, n_clients)
-    from raycompo.engine.ray_pool import RayPool
-
-    return RayPool(cfg, n_clients)  # named actors in the current job's namespace
+    return make_pool(resolved)

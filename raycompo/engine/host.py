@@ -1,45 +1,52 @@
 """A client host: the data and persistent state of one or more clients, for a whole run.
 
 The inline backend uses one Host in the calling process; the Ray backend wraps Host in
-an actor (one per `clients_per_actor` clients). Hosts pre-reduce: `map` returns the
-multiplicity-weighted sum of its clients' contributions, accumulated in float64 so that
-the result does not depend on how clients are grouped on hosts.
+an actor (one per block of clients). For each (client, multiplicity) of a call, the host
+runs the algorithm's declared client phase `(c, state, payload) -> (contribution, state)`,
+stores the returned state (the host owns it: checkpoints read it, restores replace it)
+and pre-reduces: `map` returns the multiplicity-weighted sum of its clients'
+contributions, accumulated in float64 so that the result does not depend on how clients
+are grouped on hosts.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from raycompo.config import RunConfig, resolve
+from raycompo.algorithms.base import State
+from raycompo.config import Resolved
 from raycompo.seeding import CLIENT, generator
 from raycompo.tasks.base import ClientData
 
 
 @dataclass
 class ClientCtx:
-    """What a client hook sees (see algorithms.base.ClientContext)."""
+    """What a client phase sees besides its state (see algorithms.base.ClientContext)."""
 
     client_id: int
     data: ClientData
-    state: dict[str, Any]
-    round: int
-    seed: int
-    device: torch.device
+    scratch: dict[str, Any] = field(default_factory=dict)
+    round: int = 0
+    seed: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     def rng(self, step: int, stream: int = 0) -> torch.Generator:
         """The stream seeded by (seed, client, round, step, stream)."""
         return generator(self.seed, CLIENT, self.client_id, self.round, step, stream)
 
 
-def _to(obj: Any, device: torch.device) -> Any:
+def to_device(obj: Any, device: torch.device) -> Any:
+    """Tensors in nested dicts / lists / tuples moved to `device`."""
     if isinstance(obj, torch.Tensor):
         return obj.to(device)
     if isinstance(obj, dict):
-        return {k: _to(v, device) for k, v in obj.items()}
+        return {k: to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(v, device) for v in obj)
     return obj
 
 
@@ -50,14 +57,39 @@ def add_into(acc: dict[str, Any], out: dict[str, Any], weight: float = 1.0) -> N
         acc[k] = acc[k] + weight * v if k in acc else weight * v
 
 
+class DictStates:
+    """Clients' persistent states in a dict (the in-memory state store)."""
+
+    def __init__(self) -> None:
+        self._states: dict[int, State] = {}
+
+    def get(self, cid: int) -> State | None:
+        return self._states.get(cid)
+
+    def put(self, cid: int, state: State) -> None:
+        self._states[cid] = state
+
+    def snapshot(self, ids: list[int] | None = None) -> dict[int, State]:
+        ids = sorted(self._states) if ids is None else [i for i in ids if i in self._states]
+        return {i: to_device(self._states[i], torch.device("cpu")) for i in ids}
+
+    def load(self, states: dict[int, State]) -> None:
+        self._states.update(states)
+
+    def clear(self) -> None:
+        self._states.clear()
+
+
 class Host:
     """Construction only records its arguments; `ready()` loads the data. A failure there
     (missing data, bad settings) reaches the caller as its own exception: Ray passes a
     method's error through, but only the message of an actor constructor's."""
 
-    def __init__(self, config: RunConfig | dict, client_ids: list[int], device: str | None = None, num_threads: int | None = None):
-        self._args = (config, list(client_ids), device, num_threads)
+    def __init__(self, resolved: Resolved, client_ids: list[int], device: str | None = None, num_threads: int | None = None):
+        self._args: tuple | None = (resolved, list(client_ids), device, num_threads)
+        self.client_ids = list(client_ids)
         self.clients: dict[int, ClientData] = {}
+        self.busy_seconds = 0.0
 
     def ready(self) -> list[int]:
         """Build the task, the algorithm and this host's clients (once)."""
@@ -66,43 +98,61 @@ class Host:
             self._args = None
         return sorted(self.clients)
 
-    def _setup(self, config: RunConfig | dict, client_ids: list[int], device: str | None, num_threads: int | None) -> None:
+    def _setup(self, r: Resolved, client_ids: list[int], device: str | None, num_threads: int | None) -> None:
         if num_threads:
             torch.set_num_threads(num_threads)
-        cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
         if device is None:
-            device = "cuda" if cfg.gpus_per_actor > 0 and torch.cuda.is_available() else "cpu"
+            device = "cuda" if r.config.gpus_per_actor > 0 and torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
-        r = resolve(cfg)
-        self.seed = cfg.seed
+        self.seed = r.config.seed
         self.task = r.make_task().to(self.device)
         self.algorithm = r.algo_cls(r.algo_settings, self.task)
         self.clients = {c.client_id: c.to(self.device) for c in self.task.clients(list(client_ids))}
-        self.states: dict[int, dict[str, Any]] = {}
-        self.busy_seconds = 0.0
+        self.states = DictStates()
+        self.scratch: dict[int, dict[str, Any]] = {}
+        self.scratch_round = -1
 
     def context(self, cid: int, round_: int) -> ClientCtx:
-        ctx = ClientCtx(cid, self.clients[cid], {}, round_, self.seed, self.device)
-        if cid not in self.states:
-            self.states[cid] = self.algorithm.init_client_state(ctx)
-        ctx.state = self.states[cid]
-        return ctx
+        if round_ != self.scratch_round:  # scratch lives for one round
+            self.scratch, self.scratch_round = {}, round_
+        return ClientCtx(cid, self.clients[cid], self.scratch.setdefault(cid, {}), round_, self.seed, self.device)
+
+    def state(self, c: ClientCtx) -> State:
+        """Client c's persistent state, created by the algorithm on first use."""
+        found = self.states.get(c.client_id)
+        return self.algorithm.init_client_state(c) if found is None else found
 
     def map(self, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any], reduce: bool = True):
-        """Run `client_<phase>` for each (client, multiplicity); sum or collect the outputs."""
+        """Run client phase `phase` for each (client, multiplicity); sum or collect."""
         t0 = time.perf_counter()
-        hook = getattr(self.algorithm, f"client_{phase}")
-        payload = _to(payload, self.device)
+        run_phase = self.algorithm.phase(phase)
+        payload = to_device(payload, self.device)
         result: dict[Any, Any] = {}
         for cid, mult in items:
-            out = hook(self.context(cid, round_), payload)
+            c = self.context(cid, round_)
+            out, new_state = run_phase(c, self.state(c), payload)
+            self.states.put(cid, new_state)
             if reduce:
                 add_into(result, out, float(mult))
             else:
-                result[cid] = _to(out, torch.device("cpu"))
+                result[cid] = to_device(out, torch.device("cpu"))
         self.busy_seconds += time.perf_counter() - t0
         return result
 
-    def client_state(self, cid: int) -> dict[str, Any]:
-        """A client's persistent state (for tests and inspection)."""
-        return _to(self.states.get(cid, {}), torch.device("cpu"))
+    def client_state(self, cid: int) -> State:
+        """A client's persistent state on the CPU ({} before its first phase)."""
+        return self.states.snapshot([cid]).get(cid, {})
+
+    def client_states(self, ids: list[int] | None = None) -> dict[int, State]:
+        """Every stored client state (or those of `ids`), on the CPU: what a checkpoint saves."""
+        return self.states.snapshot(ids)
+
+    def load_client_states(self, states: dict[int, State]) -> None:
+        """Replace this host's client states (restore from a checkpoint); scratch is dropped."""
+        mine = {cid: to_device(s, self.device) for cid, s in states.items() if cid in self.clients}
+        self.states.clear()
+        self.states.load(mine)
+        self.scratch, self.scratch_round = {}, -1
+
+    def stats(self) -> dict[str, float]:
+        return {"busy_seconds": self.busy_seconds}

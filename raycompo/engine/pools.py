@@ -1,15 +1,42 @@
-"""Host pools: where client hooks run. Both offer `map(phase, round, counts, payload, reduce)`.
+"""Pools: where client phases run. Every backend's pool implements `Pool`.
 
 `counts` maps client id -> multiplicity in the cohort (a client drawn twice counts twice).
+A pool also owns its clients' persistent states: `client_states` gathers them (for a
+checkpoint) and `load_client_states` puts them back (resume, recovery).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from raycompo.config import RunConfig
+from raycompo.algorithms.base import State
+from raycompo.config import Resolved
 from raycompo.engine.host import Host, add_into
+
+
+@runtime_checkable
+class Pool(Protocol):
+    """The engine's one contract with a backend."""
+
+    n_clients: int
+
+    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True) -> dict[Any, Any]:
+        """reduce: the float64 sum over clients (with multiplicity) of the phase's
+        contributions; otherwise {client id: contribution}."""
+        ...
+
+    def client_state(self, cid: int) -> State: ...
+
+    def client_states(self) -> dict[int, State]: ...
+
+    def load_client_states(self, states: dict[int, State]) -> None: ...
+
+    def stats(self) -> dict[str, float]:
+        """Round-independent counters: busy seconds per host, bytes sent..."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def combine(parts: list[dict[str, Any]], reduce: bool) -> dict[Any, Any]:
@@ -25,16 +52,26 @@ def combine(parts: list[dict[str, Any]], reduce: bool) -> dict[Any, Any]:
 class InlinePool:
     """All clients in one Host in this process: sequential, the reference backend."""
 
-    def __init__(self, cfg: RunConfig, n_clients: int):
-        self.host = Host(cfg, list(range(n_clients)))
+    def __init__(self, resolved: Resolved):
+        self.n_clients = resolved.n_clients
+        self.host = Host(resolved, list(range(self.n_clients)))
         self.host.ready()
 
-    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True):
+    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True) -> dict[Any, Any]:
         items = sorted(counts.items())
         return combine([self.host.map(phase, round_, items, payload, reduce)], reduce)
 
-    def client_state(self, cid: int) -> dict[str, Any]:
+    def client_state(self, cid: int) -> State:
         return self.host.client_state(cid)
+
+    def client_states(self) -> dict[int, State]:
+        return self.host.client_states()
+
+    def load_client_states(self, states: dict[int, State]) -> None:
+        self.host.load_client_states(states)
+
+    def stats(self) -> dict[str, float]:
+        return {"host_busy_max_s": self.host.busy_seconds, "host_busy_mean_s": self.host.busy_seconds}
 
     def close(self) -> None:
         self.host = None  # type: ignore[assignment]

@@ -14,8 +14,10 @@ import math
 from typing import Any
 
 import ray
+import torch
 
-from raycompo.config import RunConfig
+from raycompo.algorithms.base import State
+from raycompo.config import Resolved, RunConfig
 from raycompo.engine.host import Host
 from raycompo.engine.pools import combine, placement
 from raycompo.errors import RaycompoError
@@ -33,11 +35,11 @@ def unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def ray_get(refs):
+def ray_get(refs, timeout: float | None = None):
     """`ray.get`, with a user error raised in an actor re-raised as itself rather than
-    wrapped in Ray's task or actor errors."""
+    wrapped in Ray's task or actor errors. `timeout`: seconds, then GetTimeoutError."""
     try:
-        return ray.get(refs)
+        return ray.get(refs, timeout=timeout)
     except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
         found = unwrap(exc)
         if found is exc:
@@ -58,11 +60,27 @@ def auto_clients_per_actor(cfg: RunConfig, n_clients: int) -> int:
     return math.ceil(n_clients / max(1, min(slots, n_clients)))
 
 
+def payload_bytes(obj: Any) -> int:
+    """Bytes of the tensors in a payload (what one `ray.put` ships)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(payload_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(payload_bytes(v) for v in obj)
+    return 0
+
+
 class RayPool:
-    def __init__(self, cfg: RunConfig, n_clients: int, namespace: str | None = None, placement_group: Any = None):
-        per_actor = auto_clients_per_actor(cfg, n_clients)
-        self.blocks = placement(n_clients, per_actor)
+    """Client hosts as Ray actors named `clients-<j>`; implements `Pool`."""
+
+    def __init__(self, resolved: Resolved, namespace: str | None = None, placement_group: Any = None):
+        cfg = resolved.config
+        self.n_clients = resolved.n_clients
+        per_actor = auto_clients_per_actor(cfg, self.n_clients)
+        self.blocks = placement(self.n_clients, per_actor)
         self.owner = {cid: j for j, block in enumerate(self.blocks) for cid in block}
+        self.bytes_sent = 0
         actor_cls = ray.remote(Host)
         threads = max(1, int(cfg.cpus_per_actor))
         self.actors = []
@@ -74,26 +92,47 @@ class RayPool:
                 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
                 opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=j + 1)
-            self.actors.append(actor_cls.options(**opts).remote(cfg.to_dict(), block, None, threads))
+            self.actors.append(actor_cls.options(**opts).remote(resolved, block, None, threads))
         try:
             ray_get([a.ready.remote() for a in self.actors])  # fail early: data, settings
         except BaseException:
             self.close()
             raise
 
-    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True):
+    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True) -> dict[Any, Any]:
         per_host: dict[int, list[tuple[int, int]]] = {}
         for cid, mult in sorted(counts.items()):
             per_host.setdefault(self.owner[cid], []).append((cid, mult))
         ref = ray.put(payload)  # once, shared by all hosts
+        self.bytes_sent += payload_bytes(payload)
         futures = [self.actors[j].map.remote(phase, round_, items, ref, reduce) for j, items in sorted(per_host.items())]
         return combine(ray_get(futures), reduce)
 
-    def client_state(self, cid: int) -> dict[str, Any]:
+    def client_state(self, cid: int) -> State:
         return ray_get(self.actors[self.owner[cid]].client_state.remote(cid))
 
+    def client_states(self) -> dict[int, State]:
+        out: dict[int, State] = {}
+        for part in ray_get([a.client_states.remote() for a in self.actors]):
+            out.update(part)
+        return out
+
+    def load_client_states(self, states: dict[int, State]) -> None:
+        parts: list[dict[int, State]] = [{} for _ in self.actors]
+        for cid, s in states.items():
+            parts[self.owner[cid]][cid] = s
+        ray_get([a.load_client_states.remote(p) for a, p in zip(self.actors, parts)])
+
     def busy_seconds(self) -> list[float]:
-        return ray_get([a.__ray_call__.remote(lambda h: h.busy_seconds) for a in self.actors])
+        return [s["busy_seconds"] for s in ray_get([a.stats.remote() for a in self.actors])]
+
+    def stats(self) -> dict[str, float]:
+        busy = self.busy_seconds()
+        return {
+            "host_busy_max_s": max(busy),
+            "host_busy_mean_s": sum(busy) / len(busy),
+            "bytes_sent": float(self.bytes_sent),
+        }
 
     def close(self) -> None:
         for a in self.actors:

@@ -73,6 +73,16 @@ class Task:
     an entry named after an algorithm holds that algorithm's own defaults, which win."""
     default_metric: ClassVar[tuple[str, str]] = ("val_acc_worst", "max")
     """The metric a sweep optimizes by default, and its mode."""
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    """What algorithms may rely on (each algorithm's `requires` is checked against it):
+    'classification' (cross-entropy `loss` on (x, y) batches, ClientData clients),
+    'sample_losses' (`sample_losses(w, batch)`), 'composition' (`composition(...)`, a
+    local compositional problem per task), 'task_ids' (a finite set of training tasks with
+    keys), 'global_composition' (`global_composition(settings)`)."""
+    worst: ClassVar[dict[str, str]] = {"train_loss": "max", "val_loss": "max", "train_acc": "min", "val_acc": "min"}
+    """Per-client metrics that also get a worst-client column `<key>_worst`, and whether the
+    worst client is the one with the highest ('max') or lowest ('min') value. Metrics not
+    listed are averaged only."""
 
     def __init__(self, settings: Any, seed: int, data_dir: str | None = None):
         self.settings = settings
@@ -126,6 +136,13 @@ class Task:
 
 class ClassificationTask(Task):
     """Cross-entropy loss; metrics are loss and accuracy on each client's data."""
+
+    capabilities = frozenset({"classification", "sample_losses"})
+
+    def sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        """Per-sample losses l(w; zeta_i), shape (|b|,) (the global-composition objectives)."""
+        x, y = batch
+        return F.cross_entropy(self.model(w, x), y, reduction="none")
 
     def loss(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         x, y = batch

@@ -91,7 +91,7 @@ CIFAR_ALGO_DEFAULTS = {
     "lam": 1.0,
     "beta": 0.1,
     "grad_norm_metric": False,
-    "eval_chunk": 500,
+    "phi_chunk": 500,
 }
 
 
@@ -123,10 +123,6 @@ class StTask(ClassificationTask):
             i, t = torch.as_tensor(idx), torch.as_tensor(tidx)
             out.append(ClientData(cid, x[i], y[i], xt[t], yt[t]))
         return out
-
-    def sample_losses(self, w: torch.Tensor, batch) -> torch.Tensor:
-        x, y = batch
-        return F.cross_entropy(self.model(w, x), y, reduction="none")
 
     @torch.no_grad()
     def evaluate(self, w: torch.Tensor, client: ClientData) -> dict[str, float]:

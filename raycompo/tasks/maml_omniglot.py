@@ -48,7 +48,7 @@ class OmniglotSettings:
     """K support images per class (paper: 1 and 5)."""
     k_query: int = 15
     """Query images per class (paper: 15)."""
-    inner_lr: float = 0.4
+    maml_inner_lr: float = 0.4
     """Inner (adaptation) learning rate lambda (paper: 0.4)."""
     n_train_alphabets: int = 33
     """Training alphabets, one per client (paper: 33)."""
@@ -67,12 +67,12 @@ class OmniglotSettings:
     eval_tasks: int = 3
     """Fixed episodes per client for the metrics, from its own alphabet and from the validation alphabets."""
     eval_steps: int = 1
-    """Adaptation steps (of size inner_lr) before measuring an episode (training uses 1)."""
+    """Adaptation steps (of size maml_inner_lr) before measuring an episode (training uses 1)."""
 
     def validate(self) -> None:
         require(self.n_way >= 2, f"n_way must be >= 2, got {self.n_way}")
         require(self.k_shot >= 1 and self.k_query >= 1, "k_shot and k_query must be >= 1")
-        require(self.inner_lr > 0, f"inner_lr must be > 0, got {self.inner_lr}")
+        require(self.maml_inner_lr > 0, f"maml_inner_lr must be > 0, got {self.maml_inner_lr}")
         require(
             self.n_train_alphabets >= 1 and self.n_val_alphabets >= 1,
             "n_train_alphabets and n_val_alphabets must be >= 1",
@@ -229,7 +229,7 @@ class MamlOmniglot(MetaTask):
                 adapted = w
                 with torch.enable_grad():
                     for _ in range(self.settings.eval_steps):
-                        adapted = adapted - self.settings.inner_lr * torch.func.grad(self.loss)(
+                        adapted = adapted - self.settings.maml_inner_lr * torch.func.grad(self.loss)(
                             adapted, support
                         )
                 logits = self.model(adapted.detach(), xq)

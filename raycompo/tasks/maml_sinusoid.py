@@ -52,7 +52,7 @@ class SinusoidSettings:
     """Support points per task, K (paper: 10)."""
     k_query: int = 10
     """Query points per task in training (paper: K = 10)."""
-    inner_lr: float = 0.001
+    maml_inner_lr: float = 0.001
     """Inner (adaptation) learning rate lambda (paper: 0.001)."""
     hidden: int = 40
     """Hidden units of each of the two ReLU layers (paper: 40)."""
@@ -61,7 +61,7 @@ class SinusoidSettings:
     eval_query: int = 100
     """Fixed query points per task for the metrics (more than K for low-noise curves)."""
     eval_steps: int = 1
-    """Adaptation steps (of size inner_lr) before measuring a task's loss (training uses 1)."""
+    """Adaptation steps (of size maml_inner_lr) before measuring a task's loss (training uses 1)."""
 
     def validate(self) -> None:
         require(
@@ -69,7 +69,7 @@ class SinusoidSettings:
             f"n_clients must be in [1, 25] (25 training tasks), got {self.n_clients}",
         )
         require(self.k_shot >= 1 and self.k_query >= 1, "k_shot and k_query must be >= 1")
-        require(self.inner_lr > 0, f"inner_lr must be > 0, got {self.inner_lr}")
+        require(self.maml_inner_lr > 0, f"maml_inner_lr must be > 0, got {self.maml_inner_lr}")
         require(self.hidden >= 1, f"hidden must be >= 1, got {self.hidden}")
         require(
             self.val_tasks >= self.n_clients,
@@ -156,7 +156,7 @@ def _points(rng: np.random.Generator, n: int, k: int) -> torch.Tensor:
 class MamlSinusoid(MetaTask):
     name = "maml-sinusoid"
     Settings = SinusoidSettings
-    has_task_ids = True
+    capabilities = frozenset({"composition", "task_ids"})
     algo_defaults = {
         # Local-SCGDM section 5.1: meta lr 0.01 for every method, p = 5, 3 tasks per
         # client per meta-iteration; the inner-state coefficient differs by method.
@@ -229,7 +229,7 @@ class MamlSinusoid(MetaTask):
         w = w.detach().cpu()
         adapted = w
         for _ in range(s.eval_steps):
-            adapted = adapted - s.inner_lr * torch.func.grad(self.loss)(adapted, support)
+            adapted = adapted - s.maml_inner_lr * torch.func.grad(self.loss)(adapted, support)
         grid = torch.linspace(*X_RANGE, 201).reshape(-1, 1)
         with torch.no_grad():
             frame = pd.DataFrame(

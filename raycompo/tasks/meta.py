@@ -10,7 +10,7 @@ states, MOML) or is None when tasks are drawn afresh (Omniglot N-way episodes).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch.func import grad, vmap
@@ -30,20 +30,21 @@ class TaskSample(NamedTuple):
 
 class MetaTask(Task):
     """Base of meta-learning tasks; subclasses give the data, the model and the loss.
-    Their settings have `inner_lr` (lambda) and `eval_steps`."""
+    Their settings have `maml_inner_lr` (lambda) and `eval_steps`."""
 
-    has_task_ids: ClassVar[bool] = False
-    """Whether training tasks come from a finite set with ids (needed by per-task states)."""
+    capabilities = frozenset({"composition"})
+    """Tasks with a finite set of training tasks with ids (needed by per-task states) add
+    'task_ids'."""
     default_metric = ("val_loss", "min")
 
     def composition(self, first_order: bool = False) -> MAML:
         """The client's local composition for the compositional algorithms."""
-        return MAML(self.loss, self.settings.inner_lr, first_order=first_order)
+        return MAML(self.loss, self.settings.maml_inner_lr, first_order=first_order)
 
     def adapted_loss(self, w: torch.Tensor, support: Any, query: Any) -> torch.Tensor:
         """Query loss after `eval_steps` gradient steps of size lambda on the support set."""
         for _ in range(self.settings.eval_steps):
-            w = w - self.settings.inner_lr * grad(self.loss)(w, support)
+            w = w - self.settings.maml_inner_lr * grad(self.loss)(w, support)
         return self.loss(w, query)
 
     def adapted_losses(self, w: torch.Tensor, support: Any, query: Any) -> torch.Tensor:

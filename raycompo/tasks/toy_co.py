@@ -69,6 +69,7 @@ class ToyCO(Task):
     name = "toy-co"
     Settings = ToyCOSettings
     default_metric = ("grad_norm", "min")
+    capabilities = frozenset({"global_composition"})
 
     @property
     def n_clients(self) -> int:

@@ -23,6 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from raycompo.engine.observers import Observer
+
 
 @dataclass
 class TrialSpec:
@@ -61,12 +63,43 @@ def better(a: float, b: float, mode: str) -> bool:
     return a > b if mode == "max" else a < b
 
 
+class TuneReporter(Observer):
+    """The observer that reports each row to Tune (see the module docstring)."""
+
+    def __init__(self, metric: str, mode: str, rounds: int):
+        import time
+
+        self.metric, self.mode, self.rounds = metric, mode, rounds
+        self.best, self.best_round, self.last = worst(mode), -1, worst(mode)
+        self.t0 = time.perf_counter()
+
+    def on_row(self, row: dict[str, Any]) -> None:
+        import time
+
+        from ray import tune
+
+        metric, mode = self.metric, self.mode
+        out = {k: v for k, v in row.items() if isinstance(v, (int, float, str, bool)) or v is None}
+        diverged = bool(row.get("diverged"))
+        value = row.get(metric)
+        if diverged or not isinstance(value, (int, float)) or not math.isfinite(value):
+            value = worst(mode) if diverged else self.last
+        self.last = value
+        if better(value, self.best, mode) or self.best_round < 0:
+            self.best, self.best_round = value, row["round"]
+        out[metric] = value
+        out[f"best_{metric}"] = self.best
+        out["best_round"] = self.best_round
+        last = diverged or row["round"] >= self.rounds
+        out["status"] = ("diverged" if diverged else "completed") if last else "running"
+        out["trial_time"] = time.perf_counter() - self.t0
+        tune.report(out)
+
+
+
 def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     """The Tune function trainable (bind `spec` with tune.with_parameters)."""
-    import time
-
     import ray
-    from ray import tune
 
     from raycompo.config import RunConfig
     from raycompo.engine import run
@@ -76,25 +109,4 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     d["settings"] = {**d.get("settings", {}), **point}
     cfg = RunConfig.from_dict(d)
     pg = ray.util.get_current_placement_group() if cfg.backend == "ray" else None
-    metric, mode = spec.metric, spec.mode
-    state = {"best": worst(mode), "best_round": -1, "last": worst(mode)}
-    t0 = time.perf_counter()
-
-    def report(row: dict[str, Any]) -> None:
-        out = {k: v for k, v in row.items() if isinstance(v, (int, float, str, bool)) or v is None}
-        diverged = bool(row.get("diverged"))
-        value = row.get(metric)
-        if diverged or not isinstance(value, (int, float)) or not math.isfinite(value):
-            value = worst(mode) if diverged else state["last"]
-        state["last"] = value
-        if better(value, state["best"], mode) or state["best_round"] < 0:
-            state["best"], state["best_round"] = value, row["round"]
-        out[metric] = value
-        out[f"best_{metric}"] = state["best"]
-        out["best_round"] = state["best_round"]
-        last = diverged or row["round"] >= cfg.rounds
-        out["status"] = ("diverged" if diverged else "completed") if last else "running"
-        out["trial_time"] = time.perf_counter() - t0
-        tune.report(out)
-
-    run(cfg, progress=report, driver="local", placement_group=pg)
+    run(cfg, observers=[TuneReporter(spec.metric, spec.mode, cfg.rounds)], driver="local", placement_group=pg)

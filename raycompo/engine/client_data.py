@@ -1,0 +1,104 @@
+"""Lazy client data for a host (issue 12): a client's data is materialized the first time
+it is needed, from the task's `clients(ids)` (which builds it from (seed, client id)),
+and at most `max_clients` are kept, the least recently used dropped first. A dropped
+client is simply rebuilt when it is sampled again, so data must be a pure function of
+(settings, seed, client id), as `Task.clients` guarantees.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+import torch
+
+from raycompo.tasks.base import ClientData
+
+
+class ClientDataCache:
+    """`load(ids)` returns the ClientData of `ids` (any order of client_id is accepted;
+    each returned item is matched by its `client_id`). `max_clients`: how many stay
+    materialized (None: all that were ever loaded). `device`: where they are moved."""
+
+    def __init__(
+        self,
+        load: Callable[[list[int]], list[ClientData]],
+        max_clients: int | None = None,
+        device: torch.device | str | None = None,
+    ):
+        if max_clients is not None and max_clients < 1:
+            raise ValueError(f"max_clients must be >= 1 or None, got {max_clients}")
+        self._load = load
+        self.max_clients = max_clients
+        self.device = torch.device(device) if device is not None else None
+        self._cache: OrderedDict[int, ClientData] = OrderedDict()
+        self.loads = 0
+        """Calls made to `load` (for tests and statistics)."""
+        self.loaded = 0
+        """Clients materialized so far, counting reloads of dropped ones."""
+
+    def get(self, cid: int) -> ClientData:
+        """Client `cid`'s data, materialized if needed; it becomes the most recently used."""
+        c = self._cache.get(cid)
+        if c is None:
+            return self._fetch([cid])[cid]
+        self._cache.move_to_end(cid)
+        return c
+
+    def prefetch(self, ids: Iterable[int]) -> None:
+        """Materialize the clients `ids` that are not yet, in one `load` call, and mark all
+        of them most recently used (in the given order). With more ids than `max_clients`,
+        the last `max_clients` of them stay."""
+        ids = list(dict.fromkeys(int(i) for i in ids))
+        missing = [i for i in ids if i not in self._cache]
+        if missing:
+            self._fetch(missing)
+        for i in ids:
+            if i in self._cache:
+                self._cache.move_to_end(i)
+
+    def _fetch(self, ids: list[int]) -> dict[int, ClientData]:
+        got = self._load(list(ids))
+        self.loads += 1
+        by_id = {int(c.client_id): c for c in got}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise RuntimeError(f"client data loader returned no data for clients {missing[:10]}")
+        out = {}
+        for i in ids:
+            c = by_id[i]
+            if self.device is not None:
+                c = c.to(self.device)
+            out[i] = c
+            self._cache[i] = c
+            self._cache.move_to_end(i)
+            self.loaded += 1
+        self._evict()
+        return out
+
+    def _evict(self) -> None:
+        if self.max_clients is not None:
+            while len(self._cache) > self.max_clients:
+                self._cache.popitem(last=False)
+
+    def __contains__(self, cid: object) -> bool:
+        """Whether `cid` is materialized now."""
+        return cid in self._cache
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    @property
+    def materialized(self) -> int:
+        """Clients held now."""
+        return len(self._cache)
+
+    def ids(self) -> list[int]:
+        """Materialized clients, least recently used first."""
+        return list(self._cache)
+
+    def discard(self, cid: int) -> None:
+        self._cache.pop(cid, None)
+
+    def clear(self) -> None:
+        self._cache.clear()

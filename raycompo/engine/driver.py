@@ -1,0 +1,66 @@
+"""Where the driver (a `Federation`) lives: in this process, or as the Ray actor `driver`.
+
+Both are used the same way by the run loop: `RemoteDriver` forwards any method call to
+the actor and waits for it with `ray_get`, so there is no hand-written proxy per method.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from raycompo.config import Resolved
+from raycompo.engine.backends import Backend
+from raycompo.engine.federation import Federation
+
+CLOSE_TIMEOUT_S = 10.0
+"""How long closing waits for the driver actor to end its hosts before killing it."""
+
+
+class RemoteDriver:
+    """A `Federation` running in the actor `driver`; method calls block until they return."""
+
+    def __init__(self, actor: Any):
+        self._actor = actor
+
+    def __getattr__(self, name: str) -> Any:
+        from raycompo.engine.ray_pool import ray_get
+
+        method = getattr(self._actor, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return ray_get(method.remote(*args, **kwargs))
+
+        return call
+
+    def close(self) -> None:
+        import ray
+
+        from raycompo.engine.ray_pool import ray_get
+
+        try:  # the driver kills its hosts; never wait long on a driver that is stuck
+            ray_get(self._actor.close.remote(), timeout=CLOSE_TIMEOUT_S)
+        except Exception:
+            pass  # dead or stuck: killing it ends its hosts too (they fate-share with it)
+        ray.kill(self._actor)
+
+
+def start_driver(resolved: Resolved, backend: Backend, where: str = "actor", namespace: str | None = None,
+                 placement_group: Any = None) -> Any:
+    """A started driver: a Federation here (`where="local"`, or a backend without Ray) or
+    a RemoteDriver around the actor `driver` in `namespace`."""
+    factory = functools.partial(backend.make_pool, namespace=namespace, placement_group=placement_group)
+    if not backend.uses_ray:
+        return Federation(resolved, backend.make_pool)
+    if where == "local":
+        return Federation(resolved, factory)
+    import ray
+
+    actor = ray.remote(Federation).options(name="driver", namespace=namespace, num_cpus=0)
+    fed = RemoteDriver(actor.remote(resolved, factory, start=False))
+    try:
+        fed.start()
+    except BaseException:
+        fed.close()  # the caller never gets a handle to close
+        raise
+    return fed
