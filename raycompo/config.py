@@ -46,6 +46,18 @@ class RunConfig:
     """Evaluate the global model on every client every this many rounds."""
     data_dir: str | None = None
     """Where data sets are (or are downloaded to); default $RAYCOMPO_DATA or ~/.cache/raycompo/data."""
+    host_timeout_s: float = 1800.0
+    """Seconds a client-host actor may take to answer one call before it is reported by name
+    and treated as dead (the run restarts its actors from the last checkpoint)."""
+    eval_clients: int | None = None
+    """Evaluate a seeded sample of this many clients each evaluation round (None: all)."""
+    state_memory_gb: float | None = None
+    """Memory for idle clients' persistent state over all hosts; past it, states spill to
+    disk ($RAYCOMPO_SPILL_DIR or the temp folder) and come back when sampled. None: no limit."""
+
+    def state_budget_bytes(self, hosts: int = 1) -> int | None:
+        """Each of `hosts` hosts' share of `state_memory_gb`, in bytes."""
+        return None if self.state_memory_gb is None else int(self.state_memory_gb * 1e9 / max(1, hosts))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -147,6 +159,9 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.gpus_per_actor >= 0, f"gpus_per_actor must be >= 0, got {cfg.gpus_per_actor}")
     require(cfg.eval_every >= 1, f"eval_every must be >= 1, got {cfg.eval_every}")
     require(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}")
+    require(cfg.host_timeout_s > 0, f"host_timeout_s must be > 0, got {cfg.host_timeout_s}")
+    require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
+    require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     task_cls = task_class(cfg.task)
     algo_cls = algorithm_class(cfg.algo)
     settings = split_settings(cfg.settings, task_cls, algo_cls, context=f"task {cfg.task} with algorithm {cfg.algo}")

@@ -47,6 +47,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=int, default=1)
     p.add_argument("--data-dir", default=None, help="folder holding (or receiving) data sets")
     p.add_argument("--address", default=None, help="Ray cluster address (e.g. 'auto' on a `ray up` cluster)")
+    p.add_argument("--eval-clients", type=int, default=None, metavar="K",
+                   help="evaluate a seeded sample of K clients each evaluation round (default: all)")
+    p.add_argument("--state-memory", type=float, default=None, metavar="GB",
+                   help="memory for idle clients' state over all hosts; past it, states spill to disk")
+    p.add_argument("--host-timeout", type=float, default=1800.0, metavar="S",
+                   help="seconds a host actor may take to answer; then it is reported and restarted")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")
 
@@ -56,6 +62,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         task=args.task, algo=args.algo, rounds=args.rounds, seed=args.seed, settings=parse_sets(args.sets),
         backend=args.backend, clients_per_actor=args.clients_per_actor, cpus_per_actor=args.cpus_per_actor,
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
+        eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
     )
 
 
@@ -104,11 +111,21 @@ def list_choices() -> str:
     return "\n".join(lines)
 
 
+EXIT_FAILED = 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m raycompo.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
-    p.add_argument("--out", default=None, help="output folder for config.json and metrics.csv")
+    p.add_argument("--out", default=None, help="output folder for config.json, metrics.csv and checkpoint.pt")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    p.add_argument("--resume", metavar="DIR", default=None,
+                   help="continue the run in DIR (interrupted, failed or killed) from its last checkpoint; "
+                        "other arguments are taken from DIR/config.json (--rounds may raise the total)")
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="K",
+                   help="checkpoint every K rounds and at the end (default 10)")
+    p.add_argument("--max-failures", type=int, default=3,
+                   help="actor failures (a host or the driver died) recovered from the last checkpoint before the run fails")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--no-dashboard", action="store_true", help="start Ray without its dashboard")
     p.add_argument("--list", action="store_true", help="list tasks, algorithms and their settings")
@@ -117,28 +134,67 @@ def main(argv: list[str] | None = None) -> int:
         print(list_choices())
         return 0
     from raycompo.engine import run
+    from raycompo.engine.signals import Interrupted
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    out = args.out
     try:
-        cfg = config_from_args(args)
+        if args.threads is not None and args.threads < 1:
+            raise RaycompoError(f"--threads must be >= 1, got {args.threads}")
+        if args.checkpoint_every is not None and args.checkpoint_every < 1:
+            raise RaycompoError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        if args.resume:
+            cfg, out = resume_config(args, sys.argv[1:] if argv is None else argv)
+        else:
+            cfg = config_from_args(args)
         metric = resolve(cfg).task_cls.default_metric[0].removesuffix("_worst")
         result = run(
-            cfg, out=args.out, overwrite=args.overwrite, progress=None if args.quiet else progress_printer(cfg.rounds, metric),
+            cfg, out=out, overwrite=args.overwrite, progress=None if args.quiet else progress_printer(cfg.rounds, metric),
             address=args.address, include_dashboard=False if args.no_dashboard else None,
+            checkpoint_every=args.checkpoint_every, max_failures=args.max_failures, resume=bool(args.resume),
         )
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:
+        code = exc.exit_code if isinstance(exc, Interrupted) else 130
+        print(f"interrupted{_resume_hint(out)}", file=sys.stderr)
+        return code
+    except Exception as exc:  # a failure the run could not recover from
+        line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"run failed: {type(exc).__name__}: {line}{_resume_hint(out)}", file=sys.stderr)
+        return EXIT_FAILED
     final = result.final
-    where = f"; results in {args.out}" if args.out else ""
+    where = f"; results in {out}" if out else ""
     if result.status == "diverged":
         print(f"run diverged at round {final.get('round')} (non-finite loss or model){where}", file=sys.stderr)
         return EXIT_DIVERGED
     print(f"done: {cfg.algo} on {cfg.task}, {cfg.rounds} rounds: {headline(metric, final)}{where}")
     return 0
+
+
+def _resume_hint(out: str | None) -> str:
+    from pathlib import Path
+
+    if out and (Path(out) / "checkpoint.pt").exists():
+        return f"; continue with: python -m raycompo.run --resume {out}"
+    return ""
+
+
+def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig, str]:
+    """The config of the run in --resume DIR; --rounds on the command line may extend it."""
+    from raycompo.results import read_config
+
+    stored = read_config(args.resume)
+    cfg = RunConfig.from_dict(stored)
+    if "--rounds" in argv:
+        cfg.rounds = args.rounds
+    if stored.get("status") == "completed" and cfg.rounds <= int(stored.get("rounds_done", 0)):
+        raise RaycompoError(f"{args.resume} is already completed ({cfg.rounds} rounds); pass --rounds N to run more")
+    return cfg, args.resume
 
 
 if __name__ == "__main__":

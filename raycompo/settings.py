@@ -7,6 +7,7 @@ An algorithm and a task each declare a dataclass of settings. Each field's docst
 from __future__ import annotations
 
 import ast
+import math
 import dataclasses
 import inspect
 import typing
@@ -68,11 +69,15 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
                 raise ValueError
             return int(value)
         if target is float:
-            return float(value)
+            out = float(value)
         if target is str:
             return str(value)
     except (TypeError, ValueError):
         raise ConfigError(f"setting {name}={value!r} is not a valid {getattr(target, '__name__', target)}") from None
+    if target is float:
+        if not math.isfinite(out):
+            raise ConfigError(f"setting {name}={value!r} must be a finite number")
+        return out
     return value
 
 

@@ -91,7 +91,7 @@ def test_settings_are_checked():
     with pytest.raises(ConfigError, match="max_samples"):
         make_task(min_samples=100, max_samples=50)
     with pytest.raises(ConfigError, match="alpha"):
-        make_task(alpha=-1.0)
+        make_task(model_spread=-1.0)
 
 
 @pytest.mark.parametrize("algo", ["fedavg", "comfedl", "ditto"])

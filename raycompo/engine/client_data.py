@@ -45,6 +45,8 @@ class ClientDataCache:
         self._cache.move_to_end(cid)
         return c
 
+    __getitem__ = get
+
     def prefetch(self, ids: Iterable[int]) -> None:
         """Materialize the clients `ids` that are not yet, in one `load` call, and mark all
         of them most recently used (in the given order). With more ids than `max_clients`,

@@ -23,6 +23,9 @@ from raycompo.config import Resolved, RunConfig, resolve
 from raycompo.engine.pools import Pool
 from raycompo.seeding import SERVER, generator
 
+EVAL_STREAM = 99
+"""Server random stream of the evaluation sample (apart from the algorithms' streams)."""
+
 
 class RoundCtx:
     """What `server_round` sees (implements algorithms.base.RoundContext)."""
@@ -101,9 +104,16 @@ class Federation:
         if self.pool is None:
             self.pool = self._pool_factory(self.resolved)
 
+    def eval_clients(self) -> list[int]:
+        """All clients, or `eval_clients` of them drawn for this round (seeded)."""
+        k = self.cfg.eval_clients
+        if k is None or k >= self.n_clients:
+            return list(range(self.n_clients))
+        return RoundCtx(self, self.round).sample(k, stream=EVAL_STREAM)
+
     def evaluate(self) -> dict[str, float]:
         assert self.pool is not None
-        per_client = self.pool.map("evaluate", self.round, {c: 1 for c in range(self.n_clients)}, {"w": self.w}, False)
+        per_client = self.pool.map("evaluate", self.round, {c: 1 for c in self.eval_clients()}, {"w": self.w}, False)
         row = summarize(per_client, self.task.worst)
         row.update(self.algorithm.global_metrics(RoundCtx(self, self.round), self.w, row))
         return row
@@ -154,6 +164,25 @@ class Federation:
     def pool_stats(self) -> dict[str, float]:
         assert self.pool is not None
         return self.pool.stats()
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Everything needed to continue from this round boundary (engine/checkpoint.py)."""
+        assert self.pool is not None
+        return {
+            "round": self.round,
+            "w": self.w,
+            "server_state": self.state,
+            "client_states": self.pool.client_states(),
+            "elapsed": self.elapsed,
+            "config": self.cfg.to_dict(),
+        }
+
+    def restore(self, ckpt: dict[str, Any]) -> None:
+        """Continue from a checkpoint (same config): model, server and client states."""
+        assert self.pool is not None
+        self.round, self.w, self.state = int(ckpt["round"]), ckpt["w"].to(self.dtype), ckpt["server_state"]
+        self.elapsed = float(ckpt["elapsed"])
+        self.pool.load_client_states(ckpt["client_states"])
 
     def close(self) -> None:
         if self.pool is not None:

@@ -11,6 +11,7 @@ are grouped on hosts.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +20,13 @@ import torch
 
 from raycompo.algorithms.base import State
 from raycompo.config import Resolved
+from raycompo.engine.client_data import ClientDataCache
+from raycompo.engine.state_store import StateStore
 from raycompo.seeding import CLIENT, generator
 from raycompo.tasks.base import ClientData
+
+DATA_CACHE_CLIENTS = 10_000
+"""Clients whose data a host keeps materialized at once (least recently used dropped)."""
 
 
 @dataclass
@@ -57,48 +63,28 @@ def add_into(acc: dict[str, Any], out: dict[str, Any], weight: float = 1.0) -> N
         acc[k] = acc[k] + weight * v if k in acc else weight * v
 
 
-class DictStates:
-    """Clients' persistent states in a dict (the in-memory state store)."""
-
-    def __init__(self) -> None:
-        self._states: dict[int, State] = {}
-
-    def get(self, cid: int) -> State | None:
-        return self._states.get(cid)
-
-    def put(self, cid: int, state: State) -> None:
-        self._states[cid] = state
-
-    def snapshot(self, ids: list[int] | None = None) -> dict[int, State]:
-        ids = sorted(self._states) if ids is None else [i for i in ids if i in self._states]
-        return {i: to_device(self._states[i], torch.device("cpu")) for i in ids}
-
-    def load(self, states: dict[int, State]) -> None:
-        self._states.update(states)
-
-    def clear(self) -> None:
-        self._states.clear()
-
-
 class Host:
     """Construction only records its arguments; `ready()` loads the data. A failure there
     (missing data, bad settings) reaches the caller as its own exception: Ray passes a
     method's error through, but only the message of an actor constructor's."""
 
-    def __init__(self, resolved: Resolved, client_ids: list[int], device: str | None = None, num_threads: int | None = None):
-        self._args: tuple | None = (resolved, list(client_ids), device, num_threads)
-        self.client_ids = list(client_ids)
-        self.clients: dict[int, ClientData] = {}
+    def __init__(self, resolved: Resolved, client_ids: list[int], device: str | None = None, num_threads: int | None = None,
+                 state_budget_bytes: int | None = None):
+        self._args: tuple | None = (resolved, device, num_threads, state_budget_bytes)
+        self.client_ids = range(client_ids[0], client_ids[-1] + 1) if _contiguous(client_ids) else sorted(client_ids)
         self.busy_seconds = 0.0
 
-    def ready(self) -> list[int]:
-        """Build the task, the algorithm and this host's clients (once)."""
+    def ready(self) -> int:
+        """Build the task and the algorithm, and materialize one client so that missing data
+        or a bad partition fails now (once). Returns the number of clients hosted."""
         if self._args is not None:
             self._setup(*self._args)
             self._args = None
-        return sorted(self.clients)
+            if len(self.client_ids):
+                self.clients.prefetch([self.client_ids[0]])
+        return len(self.client_ids)
 
-    def _setup(self, r: Resolved, client_ids: list[int], device: str | None, num_threads: int | None) -> None:
+    def _setup(self, r: Resolved, device: str | None, num_threads: int | None, state_budget_bytes: int | None) -> None:
         if num_threads:
             torch.set_num_threads(num_threads)
         if device is None:
@@ -107,15 +93,18 @@ class Host:
         self.seed = r.config.seed
         self.task = r.make_task().to(self.device)
         self.algorithm = r.algo_cls(r.algo_settings, self.task)
-        self.clients = {c.client_id: c.to(self.device) for c in self.task.clients(list(client_ids))}
-        self.states = DictStates()
+        # Client data is materialized when a client is first used, at most
+        # DATA_CACHE_CLIENTS at a time (rebuilt identically from (seed, client id) later).
+        self.clients = ClientDataCache(self.task.clients, max_clients=DATA_CACHE_CLIENTS, device=self.device)
+        # Idle clients' persistent state: compact, spilled to disk past the budget.
+        self.states = StateStore(state_budget_bytes, os.environ.get("RAYCOMPO_SPILL_DIR"), device=self.device)
         self.scratch: dict[int, dict[str, Any]] = {}
         self.scratch_round = -1
 
     def context(self, cid: int, round_: int) -> ClientCtx:
         if round_ != self.scratch_round:  # scratch lives for one round
             self.scratch, self.scratch_round = {}, round_
-        return ClientCtx(cid, self.clients[cid], self.scratch.setdefault(cid, {}), round_, self.seed, self.device)
+        return ClientCtx(cid, self.clients.get(cid), self.scratch.setdefault(cid, {}), round_, self.seed, self.device)
 
     def state(self, c: ClientCtx) -> State:
         """Client c's persistent state, created by the algorithm on first use."""
@@ -149,10 +138,23 @@ class Host:
 
     def load_client_states(self, states: dict[int, State]) -> None:
         """Replace this host's client states (restore from a checkpoint); scratch is dropped."""
-        mine = {cid: to_device(s, self.device) for cid, s in states.items() if cid in self.clients}
+        mine = {cid: s for cid, s in states.items() if cid in self.client_ids}
         self.states.clear()
         self.states.load(mine)
         self.scratch, self.scratch_round = {}, -1
 
     def stats(self) -> dict[str, float]:
-        return {"busy_seconds": self.busy_seconds}
+        return {
+            "busy_seconds": self.busy_seconds,
+            "state_memory_bytes": float(self.states.memory_bytes),
+            "state_spilled_bytes": float(self.states.spilled_bytes),
+            "data_materialized": float(self.clients.materialized),
+        }
+
+    def close(self) -> None:
+        """Remove spill files (the actor's end does the rest)."""
+        self.states.close()
+
+
+def _contiguous(ids: list[int]) -> bool:
+    return len(ids) > 0 and ids == list(range(ids[0], ids[0] + len(ids)))

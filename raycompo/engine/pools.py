@@ -54,7 +54,7 @@ class InlinePool:
 
     def __init__(self, resolved: Resolved):
         self.n_clients = resolved.n_clients
-        self.host = Host(resolved, list(range(self.n_clients)))
+        self.host = Host(resolved, list(range(self.n_clients)), state_budget_bytes=resolved.config.state_budget_bytes())
         self.host.ready()
 
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True) -> dict[Any, Any]:
@@ -74,6 +74,8 @@ class InlinePool:
         return {"host_busy_max_s": self.host.busy_seconds, "host_busy_mean_s": self.host.busy_seconds}
 
     def close(self) -> None:
+        if self.host is not None:
+            self.host.close()
         self.host = None  # type: ignore[assignment]
 
 

@@ -47,6 +47,10 @@ def ray_get(refs, timeout: float | None = None):
         raise found from None
 
 
+class HostTimeoutError(RuntimeError):
+    """A client-host actor did not answer within `host_timeout_s`."""
+
+
 def auto_clients_per_actor(cfg: RunConfig, n_clients: int) -> int:
     """Spread the clients over the cluster: one host per `cpus_per_actor` CPUs (or per
     `gpus_per_actor` GPU fraction when GPUs are asked for), at most one per client."""
@@ -81,6 +85,7 @@ class RayPool:
         self.blocks = placement(self.n_clients, per_actor)
         self.owner = {cid: j for j, block in enumerate(self.blocks) for cid in block}
         self.bytes_sent = 0
+        self.timeout = cfg.host_timeout_s
         actor_cls = ray.remote(Host)
         threads = max(1, int(cfg.cpus_per_actor))
         self.actors = []
@@ -92,7 +97,8 @@ class RayPool:
                 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
                 opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=j + 1)
-            self.actors.append(actor_cls.options(**opts).remote(resolved, block, None, threads))
+            budget = cfg.state_budget_bytes(len(self.blocks))
+            self.actors.append(actor_cls.options(**opts).remote(resolved, block, None, threads, budget))
         try:
             ray_get([a.ready.remote() for a in self.actors])  # fail early: data, settings
         except BaseException:
@@ -105,7 +111,12 @@ class RayPool:
             per_host.setdefault(self.owner[cid], []).append((cid, mult))
         ref = ray.put(payload)  # once, shared by all hosts
         self.bytes_sent += payload_bytes(payload)
-        futures = [self.actors[j].map.remote(phase, round_, items, ref, reduce) for j, items in sorted(per_host.items())]
+        hosts = sorted(per_host)
+        futures = [self.actors[j].map.remote(phase, round_, per_host[j], ref, reduce) for j in hosts]
+        _, pending = ray.wait(futures, num_returns=len(futures), timeout=self.timeout)
+        if pending:
+            late = ", ".join(f"clients-{j}" for j, f in zip(hosts, futures) if f in pending)
+            raise HostTimeoutError(f"host actor(s) {late} did not answer phase {phase!r} of round {round_} within {self.timeout:g} s")
         return combine(ray_get(futures), reduce)
 
     def client_state(self, cid: int) -> State:
@@ -135,6 +146,10 @@ class RayPool:
         }
 
     def close(self) -> None:
+        try:  # remove spill files; never wait long on a dead or stuck host
+            ray.wait([a.close.remote() for a in self.actors], num_returns=len(self.actors), timeout=5.0)
+        except Exception:
+            pass
         for a in self.actors:
             ray.kill(a)
         self.actors = []

@@ -7,12 +7,13 @@ or `ray up`) and join it with `--address`.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
 from raycompo.errors import ConfigError
 
-CONNECT_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = float(os.environ.get("RAYCOMPO_CONNECT_TIMEOUT", "30"))
 
 
 def wait_for_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:

@@ -3,20 +3,24 @@ the loop, and tell the observers (output files, progress, Tune, dashboard) what 
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from raycompo.config import RunConfig, resolve
+from raycompo.engine import checkpoint
 from raycompo.engine.backends import get_backend
 from raycompo.engine.driver import start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.engine.ray_start import ensure_ray
-from raycompo.results import RunWriter
+from raycompo.engine.signals import interruptible
+from raycompo.results import RunWriter, read_rows
 
 
 @dataclass
@@ -45,41 +49,122 @@ def run(
     placement_group: Any = None,
     namespace: str | None = None,
     observers: Sequence[Observer] = (),
+    checkpoint_every: int | None = None,
+    max_failures: int = 3,
+    resume: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run `cfg`. With the Ray backend the driver is an actor (`driver="actor"`) or lives in
     this process (`driver="local"`, as inside a Tune trial). Its actors live in Ray
     namespace `namespace` (default: a fresh `raycompo-<id>`). `progress(row)` and the
-    `observers` see every row. Raises ConfigError / DataUnavailableError on bad input; a
-    diverged run returns status 'diverged'."""
+    `observers` see every row.
+
+    Durability: with `out` (or the Ray backend) a checkpoint is taken every
+    `checkpoint_every` rounds (default 10) and at the end, into `out/checkpoint.pt`. When a
+    Ray actor dies (a host or the driver), the run restarts its actors, restores the last
+    checkpoint and replays from there, at most `max_failures` times. `resume=True`
+    continues the run in `out` from its checkpoint.
+
+    Raises ConfigError / DataUnavailableError on bad input, `Interrupted` on SIGINT /
+    SIGTERM (status 'interrupted'); any other error marks the run 'failed' and is re-raised.
+    A diverged run returns status 'diverged'."""
     resolved = resolve(cfg)  # fail fast, before any actor starts
     backend = get_backend(cfg.backend)
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    start_ckpt = checkpoint.load(Path(out) / checkpoint.FILE) if resume and out else None
+    rows: list[Row] = read_rows(out, int(start_ckpt["round"])) if start_ckpt is not None and out else []
     writer = None
     if out:
         config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings()}
-        writer = RunWriter(out, config, overwrite=overwrite)
-    watch = Observers([writer, Callback(progress) if progress else None, *observers])
+        writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
+    ckpt = None
+    if out or backend.uses_ray:
+        ckpt = checkpoint.Checkpointer(checkpoint_every or checkpoint.DEFAULT_EVERY, out)
+        ckpt.latest = start_ckpt
+    watch = Observers([writer, ckpt, Callback(progress) if progress else None, *observers])
     if backend.uses_ray:
         # A namespace per run: the actor names driver, clients-0, ... stay unique when
         # several runs (or Tune trials) share a cluster.
         namespace = namespace or f"raycompo-{uuid.uuid4().hex[:8]}"
-    rows: list[Row] = []
     fed = None
+    failures = 0
     try:
         if backend.uses_ray:
             ensure_ray(address, include_dashboard)
-        fed = start_driver(resolved, backend, driver, namespace, placement_group)
-        watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace))
-        status = run_rounds(fed, cfg.rounds, watch, rows)
-        if writer is not None and status == "completed":
-            writer.write_frames(fed.artifacts())
-    except KeyboardInterrupt:
+        with interruptible():
+            fed = _start(resolved, backend, driver, namespace, placement_group, ckpt, start_ckpt)
+            watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace,
+                                   start_round=int(start_ckpt["round"]) if start_ckpt else 0))
+            while True:
+                try:
+                    status = run_rounds(fed, cfg.rounds, watch, rows)
+                    break
+                except ACTOR_FAILURES as exc:
+                    failures += 1
+                    last = ckpt.latest if ckpt is not None else None
+                    if last is None or failures > max_failures:
+                        raise
+                    say(f"raycompo: {describe(exc)} at round {rows[-1]['round'] + 1 if rows else 0}; restarting the "
+                        f"actors from the checkpoint of round {last['round']} (failure {failures} of at most {max_failures})")
+                    _close(fed)
+                    fed = None
+                    rows[:] = [r for r in rows if r["round"] <= int(last["round"])]
+                    if writer is not None:
+                        writer.truncate(int(last["round"]))
+                    fed = _start(resolved, backend, driver, namespace, placement_group, ckpt, last)
+            if writer is not None and status == "completed":
+                writer.write_frames(fed.artifacts())
+            watch.on_end(status, rows[-1] if rows else {})
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (signals.Interrupted)
         watch.on_end("interrupted", rows[-1] if rows else {})
         raise
     except BaseException as exc:
         watch.on_failure(exc, rows[-1] if rows else {})
         raise
     finally:
-        if fed is not None:
-            fed.close()
-    watch.on_end(status, rows[-1] if rows else {})
+        _close(fed)
     return RunResult(status, rows)
+
+
+ACTOR_FAILURES: tuple[type[BaseException], ...] = ()
+
+
+def _actor_failures() -> tuple[type[BaseException], ...]:
+    try:
+        import ray.exceptions as rex
+    except ImportError:
+        return ()
+    from raycompo.engine.ray_pool import HostTimeoutError
+
+    return (rex.RayActorError, rex.ActorUnavailableError, rex.ObjectLostError, rex.OwnerDiedError, HostTimeoutError)
+
+
+ACTOR_FAILURES = _actor_failures()
+
+
+def describe(exc: BaseException) -> str:
+    """One line on a Ray failure: which actor, what happened."""
+    name = getattr(exc, "actor_id", None)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}{f' (actor {name})' if name else ''}: {text[:200]}"
+
+
+def _start(resolved, backend, driver, namespace, placement_group, ckpt, restore_from):
+    fed = start_driver(resolved, backend, driver, namespace, placement_group)
+    try:
+        if restore_from is not None:
+            fed.restore(restore_from)
+    except BaseException:
+        _close(fed)
+        raise
+    if ckpt is not None:
+        ckpt.attach(fed)
+    return fed
+
+
+def _close(fed: Any) -> None:
+    if fed is not None:
+        try:
+            fed.close()
+        except Exception:
+            pass  # a dead driver or host: its actors are killed with it

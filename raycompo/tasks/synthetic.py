@@ -8,7 +8,8 @@ Networks", MLSys 2020, section 5.1 and its `generate_synthetic.py`): for client 
     x ~ N(v_k, Sigma), Sigma diagonal, Sigma_jj = j^-1.2 (j = 1..60)
     y = argmax softmax(W_k x + b_k)
 
-alpha controls how much the local models differ, beta how much the local features
+alpha (setting `model_spread`) controls how much the local models differ, beta
+(`feature_spread`; named apart from the algorithms' alpha and beta) how much the local features
 differ; `iid=true` is FedProx's Synthetic-IID (one W, b for everyone from N(0, 1), x ~
 N(0, Sigma)). Model: multinomial logistic regression, as in the paper.
 
@@ -47,9 +48,9 @@ from raycompo.tasks.base import ClassificationTask, ClientData
 class SyntheticSettings:
     n_clients: int = 1000
     """Number of clients n (FedProx: 30); any size, nothing is built until a client is needed."""
-    alpha: float = 1.0
+    model_spread: float = 1.0
     """Model heterogeneity: std of u_k, the mean of client k's W_k and b_k (FedProx: 0, 0.5, 1)."""
-    beta: float = 1.0
+    feature_spread: float = 1.0
     """Feature heterogeneity: std of B_k, the mean of client k's feature means v_k (FedProx: 0, 0.5, 1)."""
     iid: bool = False
     """FedProx's Synthetic-IID: one W, b ~ N(0, 1) shared by all clients, x ~ N(0, Sigma)."""
@@ -70,7 +71,7 @@ class SyntheticSettings:
 
     def validate(self) -> None:
         require(self.n_clients >= 1, f"n_clients must be >= 1, got {self.n_clients}")
-        require(self.alpha >= 0 and self.beta >= 0, f"alpha, beta must be >= 0, got {self.alpha}, {self.beta}")
+        require(self.model_spread >= 0 and self.feature_spread >= 0, f"model_spread (alpha), feature_spread (beta) must be >= 0, got {self.model_spread}, {self.feature_spread}")
         require(self.n_features >= 1, f"n_features must be >= 1, got {self.n_features}")
         require(self.n_classes >= 2, f"n_classes must be >= 2, got {self.n_classes}")
         require(self.min_samples >= 1, f"min_samples must be >= 1, got {self.min_samples}")
@@ -125,8 +126,8 @@ class Synthetic(ClassificationTask):
             w, b = shared.normal(0, 1, (k, d)), shared.normal(0, 1, k)
             v = np.zeros(d)
         else:
-            u_k = rng.normal(0, s.alpha)
-            b_k = rng.normal(0, s.beta)
+            u_k = rng.normal(0, s.model_spread)
+            b_k = rng.normal(0, s.feature_spread)
             w, b = rng.normal(u_k, 1, (k, d)), rng.normal(u_k, 1, k)
             v = rng.normal(b_k, 1, d)
         size = min(s.min_samples + rng.lognormal(s.size_log_mean, s.size_log_sigma), s.max_samples)

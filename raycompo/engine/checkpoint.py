@@ -1,0 +1,84 @@
+"""Checkpoints: a run's complete state at a round boundary, written atomically.
+
+A checkpoint holds the round, the global model, the server state, every client's
+persistent state gathered from the hosts (momentum, u, per-task u, personal models,
+FedDRO's x / y...), the driver's elapsed time and the run's config. Because every random
+draw is keyed by (seed, client, round, step), replaying from it reproduces the same
+rows: that is what `--resume` and the recovery from a dead actor rely on.
+
+Format: `torch.save` of tensors, numbers, strings and dicts only, read back with
+`torch.load(..., weights_only=True)`: never a pickle of code.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from raycompo.engine.observers import Observer, Row
+from raycompo.errors import ConfigError
+
+FILE = "checkpoint.pt"
+FORMAT = 1
+DEFAULT_EVERY = 10
+"""Rounds between two checkpoints unless --checkpoint-every says otherwise."""
+
+
+def save(path: str | Path, ckpt: dict[str, Any]) -> None:
+    """Write `ckpt` to `path` atomically (a temp file in the same folder, then rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({**ckpt, "format": FORMAT}, tmp)
+    os.replace(tmp, path)
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"no checkpoint at {path}: the run stopped before its first checkpoint; start it again")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated or foreign file
+        raise ConfigError(f"checkpoint {path} is unreadable ({type(exc).__name__}); start the run again") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise ConfigError(f"{path} is not a raycompo checkpoint of format {FORMAT}")
+    return ckpt
+
+
+class Checkpointer(Observer):
+    """Takes a checkpoint of the driver every `every` rounds (after the row is written),
+    keeps the latest in memory (for recovery) and, with a folder, on disk."""
+
+    def __init__(self, every: int, folder: str | Path | None = None):
+        self.every = every
+        self.path = Path(folder) / FILE if folder else None
+        self.fed: Any = None
+        self.latest: dict[str, Any] | None = None
+        self.seconds: list[float] = []
+        """Time taken by each checkpoint (gathering the states and writing)."""
+
+    def attach(self, fed: Any) -> None:
+        self.fed = fed
+
+    def take(self) -> None:
+        t0 = time.perf_counter()
+        ckpt = self.fed.checkpoint()
+        if self.path is not None:
+            save(self.path, ckpt)
+        self.latest = ckpt
+        self.seconds.append(time.perf_counter() - t0)
+
+    def on_row(self, row: Row) -> None:
+        if self.fed is not None and not row.get("diverged") and row["round"] % self.every == 0:
+            self.take()
+
+    def on_end(self, status: str, final: Row) -> None:
+        if status == "completed" and self.fed is not None and final and (self.latest or {}).get("round") != final.get("round"):
+            try:
+                self.take()  # the final state, e.g. to continue with more rounds
+            except Exception:
+                pass

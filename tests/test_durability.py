@@ -1,0 +1,202 @@
+"""Durable runs (issue 9): checkpoints, resume, surviving dead actors, honest statuses,
+no silent hangs, one message for user errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from raycompo.config import RunConfig
+from raycompo.engine import checkpoint, run
+from raycompo.engine.observers import Observer
+from raycompo.run import main
+from tests.helpers import SMALL_DRO, assert_rows_close, small_config
+
+TIME_COLUMNS = ["round_time", "wall_time"]
+
+
+class StopAt(Observer):
+    """Raises KeyboardInterrupt (as Ctrl-C would) once round `k` is written."""
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def on_row(self, row):
+        if row["round"] == self.k:
+            raise KeyboardInterrupt
+
+
+def metrics(folder) -> pd.DataFrame:
+    return pd.read_csv(Path(folder) / "metrics.csv").drop(columns=TIME_COLUMNS)
+
+
+def assert_same_metrics(a, b) -> None:
+    pd.testing.assert_frame_equal(metrics(a), metrics(b), rtol=1e-6, atol=1e-9)
+
+
+STATEFUL = [
+    small_config("comfedl", rounds=7, gamma=1.0, clients_per_round=3),
+    small_config("ditto", rounds=7),
+    RunConfig(task="maml-sinusoid", algo="local-scgdm", rounds=7, backend="inline",
+              settings={"per_task_state": True, "val_tasks": 10}),
+    RunConfig(task="feddro-digits-st", algo="feddro", rounds=7, backend="inline",
+              settings={"sync_every": 2, "beta": 0.5, "batch_size": 8}),
+]
+
+
+@pytest.mark.parametrize("cfg", STATEFUL, ids=lambda c: c.algo)
+def test_resume_gives_the_uninterrupted_metrics(tmp_path, cfg):
+    run(cfg, out=tmp_path / "whole", checkpoint_every=2)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, out=tmp_path / "cut", checkpoint_every=2, observers=[StopAt(5)])
+    stored = json.loads((tmp_path / "cut" / "config.json").read_text())
+    assert stored["status"] == "interrupted" and stored["rounds_done"] == 5
+    assert checkpoint.load(tmp_path / "cut" / checkpoint.FILE)["round"] == 4
+    result = run(cfg, out=tmp_path / "cut", checkpoint_every=2, resume=True)
+    assert result.status == "completed"
+    assert_same_metrics(tmp_path / "whole", tmp_path / "cut")  # rows 5.. not duplicated
+
+
+def test_checkpoint_holds_client_states_and_loads_safely(tmp_path):
+    cfg = small_config("ditto", rounds=2)
+    run(cfg, out=tmp_path, checkpoint_every=1)
+    ckpt = torch.load(tmp_path / checkpoint.FILE, weights_only=True)  # no code inside
+    assert ckpt["round"] == 2 and set(ckpt["client_states"]) == {0, 1, 2, 3}
+    assert all("v" in s for s in ckpt["client_states"].values())  # Ditto's personal models
+
+
+def _cli(*args, **kw):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "raycompo.run", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _rows_written(folder: Path) -> int:
+    try:
+        return max(0, len((folder / "metrics.csv").read_text().splitlines()) - 1)
+    except FileNotFoundError:
+        return 0
+
+
+def _wait_rows(proc, folder: Path, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while _rows_written(folder) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"no {n} rows in {timeout} s"
+        time.sleep(0.05)
+
+
+CLI_RUN = ["--backend", "inline", "--threads", "1", "--quiet", "--task", "dro-mnist5k", "--algo", "comfedl",
+           "--rounds", "150", "--checkpoint-every", "3", "--set", "gamma=1", "tau=2"]
+
+
+def test_cli_killed_then_resumed_matches_the_uninterrupted_run(tmp_path):
+    killed = _cli(*CLI_RUN, "--out", str(tmp_path / "cut"))
+    _wait_rows(killed, tmp_path / "cut", 8)
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate(timeout=60)
+    assert json.loads((tmp_path / "cut" / "config.json").read_text())["status"] == "running"  # killed: no word
+    resumed = _cli("--resume", str(tmp_path / "cut"))
+    assert resumed.communicate(timeout=600)[1] is not None and resumed.returncode == 0
+    whole = _cli(*CLI_RUN, "--out", str(tmp_path / "whole"))
+    whole.communicate(timeout=600)
+    assert whole.returncode == 0
+    assert_same_metrics(tmp_path / "whole", tmp_path / "cut")
+    assert json.loads((tmp_path / "cut" / "config.json").read_text())["status"] == "completed"
+
+
+def test_sigterm_marks_the_run_interrupted_with_exit_143(tmp_path):
+    proc = _cli(*CLI_RUN, "--out", str(tmp_path / "t"))
+    _wait_rows(proc, tmp_path / "t", 4)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "--resume" in err
+    assert json.loads((tmp_path / "t" / "config.json").read_text())["status"] == "interrupted"
+
+
+class KillActor(Observer):
+    """Kills the named actor of the run once, after round `k` is written."""
+
+    def __init__(self, ray, name: str, namespace: str, k: int):
+        self.ray, self.name, self.namespace, self.k, self.done = ray, name, namespace, k, False
+
+    def on_row(self, row):
+        if row["round"] == self.k and not self.done:
+            self.done = True
+            self.ray.kill(self.ray.get_actor(self.name, namespace=self.namespace), no_restart=True)
+
+
+@pytest.mark.parametrize("victim", ["clients-1", "driver"])
+def test_a_dead_actor_is_recovered_with_the_unfaulted_metrics(ray_session, victim):
+    cfg = small_config("ditto", rounds=6)
+    inline = run(cfg)
+    ray_cfg = dataclasses.replace(cfg, backend="ray", clients_per_actor=2, cpus_per_actor=0.5)
+    lines: list[str] = []
+    ns = f"fault-{victim}"
+    faulted = run(ray_cfg, namespace=ns, checkpoint_every=2, log=lines.append,
+                  observers=[KillActor(ray_session, victim, ns, 3)])
+    assert faulted.status == "completed"
+    assert_rows_close(inline.rows, faulted.rows, tol=1e-6)
+    assert len(lines) == 1 and "checkpoint of round 2" in lines[0]
+
+
+def test_failures_past_the_limit_fail_the_run(ray_session, tmp_path):
+    class KillAlways(KillActor):
+        def on_row(self, row):
+            if row["round"] == 3:
+                self.ray.kill(self.ray.get_actor(self.name, namespace=self.namespace), no_restart=True)
+
+    cfg = dataclasses.replace(small_config("fedavg", rounds=5), backend="ray", clients_per_actor=2, cpus_per_actor=0.5)
+    with pytest.raises(Exception, match="(?i)actor"):
+        run(cfg, out=tmp_path, namespace="fault-limit", checkpoint_every=2, max_failures=1, log=lambda m: None,
+            observers=[KillAlways(ray_session, "clients-0", "fault-limit", 3)])
+    stored = json.loads((tmp_path / "config.json").read_text())
+    assert stored["status"] == "failed" and stored["error"]
+    assert checkpoint.load(tmp_path / checkpoint.FILE)["round"] == 2  # resumable
+
+
+def test_unreachable_address_fails_within_the_timeout():
+    env = {**os.environ, "RAYCOMPO_CONNECT_TIMEOUT": "3"}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "raycompo.run", "--address", "127.0.0.1:9", "--rounds", "1"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no Ray cluster answers" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert time.monotonic() - t0 < 60
+
+
+def _small_args(tmp_path, *extra):
+    sets = [f"{k}={v}" for k, v in SMALL_DRO.items()]
+    return ["--backend", "inline", "--rounds", "1", "--quiet", "--set", *sets, *extra]
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--threads", "0"], "--threads must be >= 1"),
+    (["--set", "lr=inf"], "finite"),
+    (["--checkpoint-every", "0"], "--checkpoint-every"),
+])
+def test_bad_input_is_one_message_and_exit_2(tmp_path, capsys, extra, message):
+    assert main(_small_args(tmp_path, *extra)) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_out_at_a_file_and_a_damaged_resume_folder_are_exit_2(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    assert main(_small_args(tmp_path, "--out", str(tmp_path / "file"))) == 2
+    assert "is a file" in capsys.readouterr().err
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "config.json").write_text("{not json")
+    assert main(["--resume", str(tmp_path / "damaged")]) == 2
+    assert "damaged" in capsys.readouterr().err
