@@ -79,6 +79,11 @@ class RunWriter(Observer):
         for row in resume_rows or []:
             self.append(row)
 
+    def record(self, **extra: Any) -> None:
+        """Add entries to config.json now (e.g. the placement of the hosts)."""
+        self.config.update(extra)
+        write_json_atomic(self.config_path, self.config)
+
     def truncate(self, upto_round: int) -> None:
         """Drop the rows after `upto_round` (a replay from a checkpoint writes them again)."""
         self._file.close()

@@ -7,9 +7,9 @@ An algorithm and a task each declare a dataclass of settings. Each field's docst
 from __future__ import annotations
 
 import ast
-import math
 import dataclasses
 import inspect
+import math
 import typing
 from typing import Any
 

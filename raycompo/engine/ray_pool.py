@@ -10,16 +10,16 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import ray
 import torch
 
 from raycompo.algorithms.base import State
-from raycompo.config import Resolved, RunConfig
+from raycompo.config import Resolved
 from raycompo.engine.host import Host
-from raycompo.engine.pools import combine, placement
+from raycompo.engine.placement import plan_placement
+from raycompo.engine.pools import combine
 from raycompo.errors import RaycompoError
 
 
@@ -51,19 +51,6 @@ class HostTimeoutError(RuntimeError):
     """A client-host actor did not answer within `host_timeout_s`."""
 
 
-def auto_clients_per_actor(cfg: RunConfig, n_clients: int) -> int:
-    """Spread the clients over the cluster: one host per `cpus_per_actor` CPUs (or per
-    `gpus_per_actor` GPU fraction when GPUs are asked for), at most one per client."""
-    if cfg.clients_per_actor:
-        return cfg.clients_per_actor
-    res = ray.cluster_resources()
-    if cfg.gpus_per_actor > 0 and res.get("GPU", 0) > 0:
-        slots = int(res["GPU"] / cfg.gpus_per_actor)
-    else:
-        slots = int(res.get("CPU", 1) / cfg.cpus_per_actor)
-    return math.ceil(n_clients / max(1, min(slots, n_clients)))
-
-
 def payload_bytes(obj: Any) -> int:
     """Bytes of the tensors in a payload (what one `ray.put` ships)."""
     if isinstance(obj, torch.Tensor):
@@ -81,8 +68,10 @@ class RayPool:
     def __init__(self, resolved: Resolved, namespace: str | None = None, placement_group: Any = None):
         cfg = resolved.config
         self.n_clients = resolved.n_clients
-        per_actor = auto_clients_per_actor(cfg, self.n_clients)
-        self.blocks = placement(self.n_clients, per_actor)
+        # Decided and checked in one place (engine/placement.py): a placement that cannot
+        # fit is a ConfigError here, before any host starts, never a wait.
+        self.placement = plan_placement(cfg, self.n_clients, extra_bundles=0 if placement_group is None else 1)
+        self.blocks = self.placement.blocks
         self.owner = {cid: j for j, block in enumerate(self.blocks) for cid in block}
         self.bytes_sent = 0
         self.timeout = cfg.host_timeout_s
@@ -90,13 +79,9 @@ class RayPool:
         threads = max(1, int(cfg.cpus_per_actor))
         self.actors = []
         for j, block in enumerate(self.blocks):
-            opts: dict[str, Any] = {"name": f"clients-{j}", "num_cpus": cfg.cpus_per_actor, "num_gpus": cfg.gpus_per_actor}
+            opts: dict[str, Any] = {"name": f"clients-{j}", **self.placement.actor_options(j, placement_group)}
             if namespace:
                 opts["namespace"] = namespace
-            if placement_group is not None:
-                from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-                opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=j + 1)
             budget = cfg.state_budget_bytes(len(self.blocks))
             self.actors.append(actor_cls.options(**opts).remote(resolved, block, None, threads, budget))
         try:

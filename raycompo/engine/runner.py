@@ -18,6 +18,8 @@ from raycompo.engine.backends import get_backend
 from raycompo.engine.driver import start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
+from raycompo.engine.placement import plan_placement
+from raycompo.engine.ray_metrics import RayMetrics
 from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.results import RunWriter, read_rows
@@ -81,7 +83,8 @@ def run(
     if out or backend.uses_ray:
         ckpt = checkpoint.Checkpointer(checkpoint_every or checkpoint.DEFAULT_EVERY, out)
         ckpt.latest = start_ckpt
-    watch = Observers([writer, ckpt, Callback(progress) if progress else None, *observers])
+    live = RayMetrics() if backend.uses_ray else None  # the dashboard's metrics
+    watch = Observers([writer, ckpt, live, Callback(progress) if progress else None, *observers])
     if backend.uses_ray:
         # A namespace per run: the actor names driver, clients-0, ... stay unique when
         # several runs (or Tune trials) share a cluster.
@@ -91,6 +94,10 @@ def run(
     try:
         if backend.uses_ray:
             ensure_ray(address, include_dashboard)
+            # Checked against the cluster before any actor starts (a ConfigError, not a wait).
+            plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
+            if writer is not None:
+                writer.record(placement=plan.record())
         with interruptible():
             fed = _start(resolved, backend, driver, namespace, placement_group, ckpt, start_ckpt)
             watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace,

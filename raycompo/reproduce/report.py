@@ -1,0 +1,304 @@
+"""A claim's outputs from its run folders: table.csv / table.md (final metrics, mean and 95%
+CI over seeds), figure.png (curves with a 95% band), commands.sh, verdict.txt."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from raycompo.reproduce.runner import Job, command, read_config
+from raycompo.reproduce.spec import Better, Bound, Claim, Close
+from raycompo.reproduce.stats import mean_ci, t_quantile
+
+
+@dataclass
+class Outcome:
+    """One variant over its seeds."""
+
+    label: str
+    n: int = 0
+    diverged: int = 0
+    failed: int = 0
+    missing: int = 0
+    curves: list[pd.DataFrame] = field(default_factory=list)
+    """metrics.csv of each completed run."""
+    finals: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> int:
+        return len(self.curves)
+
+    def stat(self, metric: str) -> tuple[float, float, int]:
+        return mean_ci(self.finals.get(metric, []))
+
+    def recorded(self, metric: str) -> bool:
+        return any(column(c, metric) is not None for c in self.curves)
+
+
+def column(frame: pd.DataFrame, metric: str) -> pd.Series | None:
+    name = metric.removeprefix("mean:")
+    if name not in frame.columns:
+        return None
+    s = pd.to_numeric(frame[name], errors="coerce")
+    s.index = frame["round"]
+    s = s.dropna()
+    return s if len(s) else None
+
+
+def final_value(frame: pd.DataFrame, metric: str) -> float | None:
+    s = column(frame, metric)
+    if s is None:
+        return None
+    if metric.startswith("mean:"):
+        s = s[s.index > 0]  # the rounds trained, not the initial model
+        return float(s.mean()) if len(s) else None
+    return float(s.iloc[-1])
+
+
+def collect(claim: Claim, jobs: list[Job]) -> dict[str, Outcome]:
+    metrics = set(claim.metrics) | {p.metric for p in claim.panels} | {c.metric for c in claim.checks}
+    out = {v.label: Outcome(v.label) for v in claim.variants}
+    for j in jobs:
+        o = out[j.variant.label]
+        o.n += 1
+        cfg = read_config(j.out)
+        status = (cfg or {}).get("status")
+        if status == "diverged":
+            o.diverged += 1
+        elif status == "completed" and (j.out / "metrics.csv").exists():
+            frame = pd.read_csv(j.out / "metrics.csv")
+            o.curves.append(frame)
+            for m in metrics:
+                v = final_value(frame, m)
+                if v is not None:
+                    o.finals.setdefault(m, []).append(v)
+        elif status is None:
+            o.missing += 1
+        else:
+            o.failed += 1
+    return out
+
+
+def fmt(x: float) -> str:
+    if not math.isfinite(x):
+        return "nan"
+    return f"{x:.3g}" if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e4) else f"{x:.4f}"
+
+
+def cell(o: Outcome, metric: str) -> str:
+    """'0.8301 ± 0.0123', 'diverged 5/5', 'n/a' (not recorded by the engine)."""
+    if o.completed == 0:
+        if o.diverged:
+            return f"diverged {o.diverged}/{o.n}"
+        return f"failed {o.failed}/{o.n}" if o.failed else "not run"
+    mean, half, n = o.stat(metric)
+    if n == 0:
+        return "n/a"
+    return fmt(mean) + (f" ± {fmt(half)}" if math.isfinite(half) else " (n=1)")
+
+
+def table(claim: Claim, outcomes: dict[str, Outcome]) -> pd.DataFrame:
+    rows = []
+    for v in claim.variants:
+        o = outcomes[v.label]
+        row: dict[str, Any] = {"variant": v.label, "algo": v.algo,
+                               "settings": " ".join(f"{k}={x}" for k, x in v.settings.items()),
+                               "runs": o.n, "completed": o.completed,
+                               "diverged": f"{o.diverged}/{o.n}", "failed": o.failed}
+        for m in claim.metrics:
+            mean, half, n = o.stat(m)
+            if o.completed == 0:
+                row[f"{m}_mean"] = row[f"{m}_ci95"] = cell(o, m)
+            else:
+                row[f"{m}_mean"], row[f"{m}_ci95"] = (mean, half) if n else ("n/a", "n/a")
+            row[f"{m}_n"] = n
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def markdown(claim: Claim, outcomes: dict[str, Outcome], header: dict[str, Any]) -> str:
+    cols = ["variant", "algo", "settings", "diverged", *claim.metrics]
+    lines = [f"# {claim.name}: {claim.title}", "", f"Source: {claim.source}.",
+             f"Task {header['task']}, {header['seeds']} seeds, {header['rounds']} rounds (claim budget); "
+             "final values (last evaluated round), mean ± 95% CI half-width (t, n-1 df) over the runs that completed.", ""]
+    if claim.notes:
+        lines += [f"Notes: {claim.notes}", ""]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for v in claim.variants:
+        o = outcomes[v.label]
+        d = f"{o.diverged}/{o.n}" if o.diverged else ""
+        settings = " ".join(f"{k}={x}" for k, x in v.settings.items())
+        lines.append("| " + " | ".join([v.label, v.algo, settings, d, *(cell(o, m) for m in claim.metrics)]) + " |")
+    lines += ["", header["verdict"], ""]
+    return "\n".join(lines)
+
+
+def commands(jobs: list[Job]) -> str:
+    return "#!/bin/sh\n# Every run of this claim, one per line (PYTHONPATH or an installed raycompo).\nset -e\n" + \
+        "\n".join(command(j) for j in jobs) + "\n"
+
+
+# --- verdict ------------------------------------------------------------------------------
+
+
+def verdict(claim: Claim, outcomes: dict[str, Outcome]) -> str:
+    """'paper: ...; measured: ... -> reproduced / not reproduced / not evaluated'."""
+    if not claim.checks:
+        return f"paper: {claim.paper_says}; measured: see the figure -> not evaluated automatically"
+    results, texts = [], []
+    for c in claim.checks:
+        ok, text = evaluate(c, outcomes)
+        results.append(ok)
+        texts.append(text)
+    if any(r is False for r in results):
+        word = "not reproduced"
+    elif any(r is None for r in results):
+        word = "not evaluated"
+    else:
+        word = "reproduced"
+    return f"paper: {claim.paper_says}; measured: {'; '.join(texts)} -> {word}"
+
+
+def _value(o: Outcome, metric: str) -> tuple[float | None, str]:
+    if o.completed == 0:
+        return None, f"{o.label} {cell(o, metric)}"
+    mean, half, n = o.stat(metric)
+    if n == 0:
+        return None, f"{o.label} {metric} not recorded"
+    return mean, f"{o.label} {fmt(mean)}"
+
+
+def evaluate(c, outcomes: dict[str, Outcome]) -> tuple[bool | None, str]:
+    if isinstance(c, Better):
+        w = outcomes[c.winner]
+        wv, wt = _value(w, c.metric)
+        if w.completed == 0 and w.diverged:
+            return False, f"{c.metric}: {wt}"
+        if wv is None:
+            return None, f"{c.metric}: {wt}"
+        parts, ok, overlap = [wt], True, False
+        for name in c.losers:
+            lo = outcomes[name]
+            lv, lt = _value(lo, c.metric)
+            parts.append(lt)
+            if lv is None:
+                if lo.completed == 0 and (lo.diverged or lo.failed):
+                    continue  # a baseline that diverged everywhere is beaten
+                return None, f"{c.metric}: " + ", ".join(parts)
+            better = wv > lv if c.mode == "max" else wv < lv
+            ok &= better
+            overlap |= better and _overlap(w, lo, c.metric)
+        op = ">" if c.mode == "max" else "<"
+        note = " (95% CIs overlap)" if ok and overlap else ""
+        return ok, f"{c.metric}: {parts[0]} {op} " + ", ".join(parts[1:]) + (" holds" if ok else " fails") + note
+    if isinstance(c, Bound):
+        v, t = _value(outcomes[c.variant], c.metric)
+        if v is None:
+            return (False if outcomes[c.variant].completed == 0 and outcomes[c.variant].diverged else None), f"{c.metric}: {t}"
+        ok = v < c.value if c.op == "<" else v > c.value
+        return ok, f"{c.metric}: {t} {c.op} {c.value:g} {'holds' if ok else 'fails'}"
+    if isinstance(c, Close):
+        a, at = _value(outcomes[c.a], c.metric)
+        b, bt = _value(outcomes[c.b], c.metric)
+        if a is None or b is None:
+            return None, f"{c.metric}: {at}, {bt}"
+        ok = abs(a - b) <= c.tol
+        return ok, f"{c.metric}: |{at} - {bt}| <= {c.tol:g} {'holds' if ok else 'fails'}"
+    raise TypeError(c)
+
+
+def _overlap(a: Outcome, b: Outcome, metric: str) -> bool:
+    ma, ha, _ = a.stat(metric)
+    mb, hb, _ = b.stat(metric)
+    if not (math.isfinite(ha) and math.isfinite(hb)):
+        return True  # one seed: no evidence either way
+    return abs(ma - mb) <= ha + hb
+
+
+# --- figure -----------------------------------------------------------------------------------
+
+
+def band(curves: list[pd.DataFrame], metric: str, x_scale: float, log: bool = False):
+    """x, mean, lower, upper: the mean over the runs at each evaluated round and its 95%
+    CI (t). log: of log10 of the values (geometric mean, a band that stays positive)."""
+    series = [s for s in (column(c, metric) for c in curves) if s is not None]
+    if not series:
+        return None
+    frame = pd.concat(series, axis=1)
+    if log:
+        frame = np.log10(frame.where(frame > 0))
+    n = frame.notna().sum(axis=1)
+    mean = frame.mean(axis=1)
+    sd = frame.std(axis=1, ddof=1)
+    half = np.array([t_quantile(0.975, int(k) - 1) * s / math.sqrt(k) if k > 1 else 0.0
+                     for k, s in zip(n, sd.fillna(0.0))])
+    x, m = frame.index.to_numpy() * x_scale, mean.to_numpy()
+    if log:
+        return x, 10**m, 10 ** (m - half), 10 ** (m + half)
+    return x, m, m - half, m + half
+
+
+def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str = "") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("tab10" if len(claim.variants) <= 10 else "tab20")
+    colors = {v.label: cmap(i % cmap.N) for i, v in enumerate(claim.variants)}  # one color per variant
+    ncols = min(claim.ncols, len(claim.panels))
+    nrows = math.ceil(len(claim.panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
+    for ax, panel in zip(axes.flat, claim.panels):
+        drawn = 0
+        for v in claim.variants:
+            if panel.group is not None and v.group != panel.group:
+                continue
+            o = outcomes[v.label]
+            label = v.label + (f" (diverged {o.diverged}/{o.n})" if o.diverged else "")
+            b = band(o.curves, panel.metric, v.x_scale, log=panel.log)
+            if b is None:
+                if o.diverged:
+                    ax.plot([], [], label=label, color=colors[v.label])  # in the legend, nothing to draw
+                continue
+            x, m, lo, hi = b
+            ax.plot(x, m, label=label, lw=1.5, color=colors[v.label])
+            ax.fill_between(x, lo, hi, color=colors[v.label], alpha=0.2, lw=0)
+            drawn += 1
+        if drawn == 0:
+            ax.text(0.5, 0.5, f"{panel.metric}: no completed run records it", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=9)
+        if panel.log and drawn:
+            ax.set_yscale("log")
+        if "acc" in panel.metric and drawn:
+            ax.set_ylim(-0.02, 1.02)  # accuracies: a wide band (few seeds) must not hide the curves
+        ax.set_title(panel.title, fontsize=10)
+        ax.set_xlabel(claim.x_label)
+        ax.set_ylabel(panel.metric + (" (geometric mean)" if panel.log else ""))
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(claim.panels):]:
+        ax.axis("off")
+    fig.suptitle(f"{claim.source}: {claim.title}" + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_all(claim: Claim, jobs: list[Job], out: Path, header: dict[str, Any]) -> str:
+    """Writes table.csv, table.md, figure.png, commands.sh, verdict.txt; returns the verdict."""
+    outcomes = collect(claim, jobs)
+    line = verdict(claim, outcomes)
+    header = {**header, "verdict": line}
+    table(claim, outcomes).to_csv(out / "table.csv", index=False)
+    (out / "table.md").write_text(markdown(claim, outcomes, header))
+    (out / "verdict.txt").write_text(line + "\n")
+    figure(claim, outcomes, out / "figure.png",
+           subtitle=f"task {header['task']}, mean over {header['seeds']} seeds, band: 95% CI")
+    return line

@@ -1,0 +1,198 @@
+"""Plan a claim's runs (variant x seed), skip the finished ones, run the rest sequentially
+or as Ray tasks (one CPU each, inline backend, one torch thread)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raycompo.config import RunConfig, resolve
+from raycompo.reproduce.spec import Claim, Variant
+
+FINISHED = ("completed", "diverged")
+"""A run folder with this status (and the same config) is not run again: both are
+outcomes (a diverged run diverges again with the same seed)."""
+SAME = ("task", "algo", "rounds", "seed", "settings", "eval_every", "data_dir")
+
+
+@dataclass
+class Job:
+    variant: Variant
+    seed: int
+    cfg: RunConfig
+    out: Path
+
+    @property
+    def name(self) -> str:
+        return self.out.name
+
+
+def scaled(value: int, factor: float) -> int:
+    return max(1, round(value * factor))
+
+
+def applicable(extra: dict[str, Any], task: str, algo: str) -> dict[str, Any]:
+    """The extra settings that the task or the algorithm knows (e.g. `gamma` applies to
+    ComFedL variants, not to FedAvg's)."""
+    from raycompo.algorithms import algorithm_class
+    from raycompo.settings import names
+    from raycompo.tasks import task_class
+
+    known = set(names(task_class(task).Settings)) | set(names(algorithm_class(algo).Settings))
+    return {k: v for k, v in extra.items() if k in known}
+
+
+def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None = None, full: bool = False,
+         data_dir: str | None = None, extra: dict[str, Any] | None = None) -> list[Job]:
+    """Every run of the claim. `rounds` sets the claim's budget; variants with rounds of their
+    own (e.g. rounds = 1000 / p) are scaled by the same factor, and so are evaluation periods.
+    Settings: the claim's (or --full's), then `extra` where the task or algorithm knows the key,
+    then the variant's own (what the variants vary is never overridden)."""
+    if full and claim.full is None:
+        print(f"note: {claim.name} already runs on the paper's task ({claim.task}); --full changes nothing")
+    f = claim.full if full else None
+    task = f.task if f else claim.task
+    base_rounds = (f.rounds if f and f.rounds else None) or claim.rounds
+    base_eval = (f.eval_every if f and f.eval_every else None) or claim.eval_every
+    base_settings = dict(f.settings) if f else dict(claim.settings)
+    target = rounds or base_rounds
+    unused = set(extra or {}) - {k for v in claim.variants for k in applicable(extra or {}, task, v.algo)}
+    if unused:
+        from raycompo.errors import ConfigError
+
+        raise ConfigError(f"--set {', '.join(sorted(unused))}: no run of claim {claim.name} on {task} has this setting")
+    jobs = []
+    for v in claim.variants:
+        r = scaled(v.rounds or claim.rounds, target / claim.rounds)
+        if v.eval_every:
+            ev = scaled(v.eval_every, target / claim.rounds)
+        else:
+            ev = scaled(base_eval, target / base_rounds)
+        ev = min(ev, r)
+        settings = {**base_settings, **applicable(extra or {}, task, v.algo), **v.settings}
+        for seed in range(seeds if seeds is not None else claim.seeds):
+            cfg = RunConfig(task=task, algo=v.algo, rounds=r, seed=seed, settings=settings, backend="inline",
+                            eval_every=ev, data_dir=data_dir)
+            jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
+    return jobs
+
+
+def validate(jobs: list[Job]) -> None:
+    """Refuse unknown or out-of-range settings before anything runs (ConfigError)."""
+    seen = set()
+    for j in jobs:
+        key = (j.cfg.algo, json.dumps(j.cfg.settings, sort_keys=True, default=str))
+        if key not in seen:
+            seen.add(key)
+            resolve(j.cfg, check_clients=False)
+
+
+def command(job: Job) -> str:
+    """The `python -m raycompo.run` line that repeats this run into its folder."""
+    c = job.cfg
+    parts = ["python", "-m", "raycompo.run", "--task", c.task, "--algo", c.algo, "--rounds", str(c.rounds),
+             "--seed", str(c.seed), "--backend", c.backend, "--threads", "1", "--quiet"]
+    if c.eval_every != 1:
+        parts += ["--eval-every", str(c.eval_every)]
+    if c.data_dir:
+        parts += ["--data-dir", c.data_dir]
+    if c.settings:
+        parts += ["--set"] + [f"{k}={'none' if v is None else v}" for k, v in c.settings.items()]
+    parts += ["--out", str(job.out), "--overwrite"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def read_config(out: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((out / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_done(job: Job) -> bool:
+    cfg = read_config(job.out)
+    if not cfg or cfg.get("status") not in FINISHED:
+        return False
+    want = job.cfg.to_dict()
+    return all(cfg.get(k) == want[k] for k in SAME)
+
+
+def execute(cfg_dict: dict[str, Any], out: str) -> dict[str, Any]:
+    """One run, in this process (inline backend, one torch thread). Never raises."""
+    import torch
+
+    from raycompo.engine import run
+    from raycompo.errors import RaycompoError
+
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    try:
+        result = run(RunConfig.from_dict(cfg_dict), out=out, overwrite=True)
+        status, error, bad_input = result.status, "", False
+    except RaycompoError as exc:  # missing data, bad settings: every run of the claim would fail so
+        status, error, bad_input = "failed", str(exc), True
+    except Exception as exc:  # one broken run must not stop the claim
+        status, error, bad_input = "failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}", False
+    return {"out": out, "status": status, "error": error, "bad_input": bad_input, "time_s": time.perf_counter() - start}
+
+
+def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
+             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Run the jobs not yet done; `workers` at a time (Ray tasks), or here one by one (1)."""
+    todo = [j for j in jobs if not is_done(j)]
+    if len(todo) < len(jobs):
+        log(f"{len(jobs) - len(todo)} of {len(jobs)} runs already finished; skipping them")
+    results: list[dict[str, Any]] = []
+
+    def report(res: dict[str, Any]) -> None:
+        if res.get("bad_input"):
+            from raycompo.errors import RaycompoError
+
+            raise RaycompoError(f"{Path(res['out']).name}: {res['error']}")
+        results.append(res)
+        msg = f"[{len(results)}/{len(todo)}] {Path(res['out']).name}: {res['status']} ({res['time_s']:.1f} s)"
+        if res["error"]:
+            msg += f"\n    {res['error'].strip().splitlines()[0]}"
+        log(msg)
+
+    if not todo:
+        return results
+    if workers <= 1 and address is None:
+        for j in todo:
+            report(execute(j.cfg.to_dict(), str(j.out)))
+        return results
+    import os
+
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        started = True
+    pending: list = []
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+        queue = list(todo)
+        while queue or pending:
+            while queue and len(pending) < workers:
+                j = queue.pop(0)
+                pending.append(remote.remote(j.cfg.to_dict(), str(j.out)))
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                report(ray.get(ref))
+    finally:
+        for ref in pending:  # after an error: the claim stops
+            ray.cancel(ref, force=True)
+        if started:
+            ray.shutdown()
+    return results

