@@ -260,17 +260,18 @@ SMALL_SINE = {"n_clients": 2, "hidden": 8, "val_tasks": 10, "eval_query": 20}
 
 
 @pytest.mark.parametrize(
-    "algo,per_actor",
-    [("local-scgdm", 1), ("local-moml", 2)],  # two host actors, then one hosting both clients
+    "algo,per_actor,extra",
+    # two host actors, then one hosting both clients
+    [("local-scgdm", 1, {"per_task_state": False}), ("local-moml", 2, {})],
 )
-def test_ray_equals_inline(ray_session, algo, per_actor):
+def test_ray_equals_inline(ray_session, algo, per_actor, extra):
     """Per-task states (MOML) and averaged m, u (SCGDM) live in the host actors across rounds."""
     cfg = RunConfig(
         task="maml-sinusoid",
         algo=algo,
         rounds=2,
         backend="inline",
-        settings={**SMALL_SINE, "p": 2, "batch_size": 2},
+        settings={**SMALL_SINE, "p": 2, "batch_size": 2, **extra},
     )
     inline = run(cfg)
     remote = run(
@@ -279,3 +280,16 @@ def test_ray_equals_inline(ray_session, algo, per_actor):
     assert inline.status == remote.status == "completed"
     assert_rows_close(inline.rows, remote.rows, tol=1e-6)
     assert inline.rows[-1]["train_loss"] != inline.rows[0]["train_loss"]
+
+
+@pytest.mark.parametrize("extra,per_task,averaged", [({}, True, {"m"}), ({"per_task_state": False}, False, {"m", "u"})])
+def test_sinusoid_defaults_to_per_task_states(extra, per_task, averaged):
+    """Section 5.1 runs Local-SCGDM with one inner state per task: the task's default;
+    per_task_state=false gives Algorithm 1's shared, averaged u."""
+    cfg = RunConfig(task="maml-sinusoid", algo="local-scgdm", rounds=1, backend="inline",
+                    settings={**SMALL_SINE, "p": 1, "batch_size": 1, **extra})
+    assert resolve(cfg).algo_settings.per_task_state is per_task
+    fed = Federation(cfg)
+    fed.run_round()
+    assert set(fed.state) == averaged
+    assert bool(fed.client_state(0)["u_task"]) is per_task

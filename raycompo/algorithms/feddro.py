@@ -12,6 +12,13 @@ and every I steps the models are averaged (line 8). y^{t-1} in (8) is the previo
 y-bar (line 6 sets y_k^{t-1} = y-bar^{t-1}); x_k^{-1} = x_k^0 and the first estimate is
 y_k^0 = g_k(x-bar^0; b_g) (so y-bar^0 = 1/K sum_k g_k(x-bar^0; b_g)).
 
+x_k^{t-1} in (8) is the point at which y^{t-1} was estimated. Line 8 overwrites
+x_k^{t+1} with x-bar^{t+1}, so right after an averaging x_k^{t-1} is the client's last
+local iterate before that step (x_k^{t-1}, where y-bar^{t-1} was taken), never its
+pre-averaging x_k^{t} - eta grad: the correction g(x_k^t) - g(x_k^{t-1}) then moves the
+estimate exactly from where y-bar^{t-1} was to x-bar^t. With full batches y-bar^t is
+therefore exactly 1/K sum_k g_k(x_k^t) for every beta (tests check it).
+
 Engine mapping: one engine round = one averaging period of I local steps. The y exchange
 is fused with the step: a client caches g_k(x_k^t; b_g), its Jacobian and grad h_k when it
 computes y_k^t, and one call "apply step t with y-bar^t, then compute y_k^{t+1}" does the
@@ -71,19 +78,19 @@ class FedDRO(GlobalCOAlgorithm):
         return w_next, state
 
     # --- client ---------------------------------------------------------------------
-    # Persistent state: x (x_k^t), x_prev (x_k^{t-1}), ybar (the last y-bar). The Jacobian
-    # and grad h cached between computing y_k^t and applying step t live in c.scratch.
+    # Persistent state: x (x_k^t), x_y (the point of the last estimate, x_k^{t-1} of
+    # eq. 8), ybar (the last y-bar). The Jacobian and grad h cached between computing
+    # y_k^t and applying step t live in c.scratch.
     @client_phase("start")
     def client_start(self, c, state, payload):
-        # x_k^{t-1}: the client's own last iterate
-        state = {**state, "x_prev": state.get("x", payload["w"]), "x": payload["w"]}
+        state = {**state, "x": payload["w"]}  # line 8: x_k^t = x-bar^t
         return self._estimate(c, state, 0)
 
     @client_phase("step")
     def client_step(self, c, state, payload):
         ybar = payload["ybar"]  # line 6: y_k^t = y-bar^t
         d = direction(self.problem, c.scratch.pop("jac"), ybar, c.scratch.pop("gh"))  # eq. (7)
-        state = {**state, "ybar": ybar, "x_prev": state["x"], "x": state["x"] - payload["lr"] * d}
+        state = {**state, "ybar": ybar, "x": state["x"] - payload["lr"] * d}
         if payload["last"]:
             return {"x": state["x"]}, state
         return self._estimate(c, state, payload["j"])
@@ -94,5 +101,7 @@ class FedDRO(GlobalCOAlgorithm):
         g_new, c.scratch["jac"], c.scratch["gh"] = self.local_parts(state["x"], b_g, b_h)
         y = g_new  # beta = 1, or the first step: y_k^0 = g_k(x-bar^0; b_g)
         if "ybar" in state and self.s.beta < 1:
-            y = (1 - self.s.beta) * (state["ybar"] - self.g_at(state["x_prev"], b_g)) + g_new
-        return {"y": y}, state
+            # x_k^{t-1}: the point of the previous estimate y^{t-1} (after an averaging,
+            # the last local iterate before the step, not the pre-averaging x_k^I).
+            y = (1 - self.s.beta) * (state["ybar"] - self.g_at(state["x_y"], b_g)) + g_new
+        return {"y": y}, {**state, "x_y": state["x"]}

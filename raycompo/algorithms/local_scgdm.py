@@ -18,7 +18,8 @@ beta, so the step is lr * eta. The paper's sinusoid values (section 5.1): eta 1,
 
 `per_task_state=true` keeps one inner state u_i per task on the client that owns it
 (section 5.1, last sentence of the settings: the fair comparison with Local-MOML); then
-only x and m are averaged, since each u_i exists on one client only.
+only x and m are averaged, since each u_i exists on one client only. The maml-sinusoid
+task makes it the default there; `per_task_state=false` gives the shared u.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ class LocalSCGDMSettings(LocalCompositionalSettings):
     gamma: float = 0.7
     """gamma, inner-state coefficient: u <- (1 - gamma*eta) u + gamma*eta g(x) (weight of the new value)."""
     per_task_state: bool = False
-    """One inner state u_i per task, kept on the owning client and not averaged (section 5.1)."""
+    """One inner state u_i per task, kept on the owning client and not averaged (section 5.1).
+    Default false (Algorithm 1: one u, averaged); maml-sinusoid defaults it to true, as the
+    paper's section 5.1 runs it."""
 
     def validate(self, n_clients: int) -> None:
         super().validate(n_clients)

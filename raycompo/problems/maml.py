@@ -35,6 +35,10 @@ class MAML:
     """None: MAML, g = L_test. A value: DAMAML, g = exp(L_test / gamma) (problem 10)."""
     first_order: bool = False
     """Drop the Hessian term of the inner map's Jacobian (first-order MAML)."""
+    center: float | None = None
+    """DAMAML only. None: g = exp(L_test / gamma) (problem 10). A value c:
+    g_c = gamma exp((L_test - c) / gamma), the gradient form of the log-sum-exp problem
+    (9)/(5) at the round's value c (see raycompo.problems.dro)."""
 
     needs_outer_batch = True
 
@@ -46,7 +50,16 @@ class MAML:
 
     def outer(self, y: torch.Tensor, query: Any) -> torch.Tensor:
         value = self.loss(y, query)
-        return value if self.gamma is None else torch.exp(value / self.gamma)
+        if self.gamma is None:
+            return value
+        if self.center is None:
+            return torch.exp(value / self.gamma)
+        return self.gamma * torch.exp((value - self.center) / self.gamma)
+
+    def robust_value(self, w: torch.Tensor, support: Any, query: Any) -> torch.Tensor:
+        """L_test(w - lambda grad L_train(w; support); query), the value inside DAMAML's
+        exponential (a scalar)."""
+        return self.loss(self.inner(w, support), query).reshape(())
 
 
 def adapt(loss: Loss, w: torch.Tensor, support: Any, inner_lr: float, steps: int = 1) -> torch.Tensor:

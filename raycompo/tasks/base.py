@@ -150,10 +150,13 @@ class ClassificationTask(Task):
 
     @torch.no_grad()
     def evaluate(self, w: torch.Tensor, client: ClientData) -> dict[str, float]:
-        train_loss = F.cross_entropy(self.model(w, client.x), client.y).item()
+        """train_loss, train_acc on the client's training data; val_loss, val_acc on its
+        validation data (the driver adds the means and the worst client's)."""
+        train_logits = self.model(w, client.x)
         logits = self.model(w, client.x_val)
         return {
-            "train_loss": train_loss,
+            "train_loss": F.cross_entropy(train_logits, client.y).item(),
             "val_loss": F.cross_entropy(logits, client.y_val).item(),
             "val_acc": (logits.argmax(1) == client.y_val).double().mean().item(),
+            "train_acc": (train_logits.argmax(1) == client.y).double().mean().item(),
         }
