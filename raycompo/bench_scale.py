@@ -10,7 +10,9 @@ be read), runs `--rounds` rounds and prints one row:
 - s/round: median round time over the rounds after the first (`row["round_time"]`, the
   server round: cohort sampling, client phases on the hosts, the server rule);
 - round1: start-up, seconds from the start of the configuration (building the task, the
-  hosts, for Ray the actors; the first Ray row also pays `ray.init`) to the end of round 1;
+  hosts, for Ray the actors; the first Ray row also pays `ray.init`, the first row lazy
+  imports) to the end of round 1; a last line gives the command's start (interpreter and
+  imports included) to the end of the first row's round 1;
 - peak MB: peak resident memory of this process and all its descendants (for a Ray
   instance started here: GCS, raylet, its workers and agents), sampled by a background
   thread every 50 ms with psutil (Ray's bundled copy when psutil is not installed; RSS, so shared pages are counted once per process);
@@ -37,8 +39,8 @@ from typing import Any
 try:
     import psutil
 except ImportError:  # ray[default] ships its own copy, put on sys.path by `import ray`
-    import ray  # noqa: F401
     import psutil
+    import ray  # noqa: F401
 
 from raycompo.config import RunConfig
 
@@ -94,6 +96,8 @@ class Result:
     state_spilled_bytes: float
     host_busy_max_s: float
     round_times: list[float]
+    since_command_s: float = 0.0
+    """Seconds from this process's start (the command) to the end of round 1."""
 
 
 def host_stats(fed: Any) -> list[dict[str, float]]:
@@ -140,6 +144,7 @@ def bench_one(backend: str, algo: str, n: int, m: int, rounds: int = 4, state_me
         try:
             rows = [fed.run_round()]
             startup = time.perf_counter() - t0
+            since_command = time.time() - psutil.Process().create_time()
             rows += fed.run_rounds(rounds - 1)
             hs = host_stats(fed)
             ps = fed.pool_stats()
@@ -149,7 +154,7 @@ def bench_one(backend: str, algo: str, n: int, m: int, rounds: int = 4, state_me
     return Result(
         backend, algo, n, m, rounds, state_memory_gb, statistics.median(times[1:]), startup, mem.peak,
         sum(h["state_memory_bytes"] for h in hs), sum(h["state_spilled_bytes"] for h in hs),
-        float(ps.get("host_busy_max_s", max(h["busy_seconds"] for h in hs))), times,
+        float(ps.get("host_busy_max_s", max(h["busy_seconds"] for h in hs))), times, since_command,
     )
 
 
@@ -199,6 +204,9 @@ def main(argv: list[str] | None = None) -> list[Result]:
                         r = bench_one(backend, algo, n, m, a.rounds, budget, a.eval_clients, a.hosts, extra, a.threads)
                         results.append(r)
                         print(fmt(r), flush=True)
+    if results:
+        print(f"command start to the end of the first configuration's round 1: {results[0].since_command_s:.1f} s "
+              "(interpreter, imports, and that configuration's start-up)", flush=True)
     return results
 
 

@@ -18,4 +18,4 @@ def test_main_prints_a_row(capsys):
                     "--eval-clients", "5", "--set", "max_samples=100", "tau=2"])
     assert len(results) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == HEADER and len(out) == 2
+    assert out[0] == HEADER and len(out) == 3 and "command start" in out[2]
