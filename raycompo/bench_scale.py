@@ -39,8 +39,8 @@ from typing import Any
 try:
     import psutil
 except ImportError:  # ray[default] ships its own copy, put on sys.path by `import ray`
+    import ray  # noqa: F401, I001
     import psutil
-    import ray  # noqa: F401
 
 from raycompo.config import RunConfig
 
