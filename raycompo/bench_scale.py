@@ -1,0 +1,214 @@
+"""Scale: seconds per round, memory and start-up with up to a million clients (issue 12).
+
+    python -m raycompo.bench_scale [--n 1000 1000000] [--m 100] [--rounds 4]
+        [--backends inline ray] [--algos fedavg ditto] [--state-memory-gb 0.01]
+
+For every (backend, algorithm, n, m) it builds a Federation on the synthetic task (the
+engine that `raycompo.engine.run` drives; built directly so that the hosts' statistics can
+be read), runs `--rounds` rounds and prints one row:
+
+- s/round: median round time over the rounds after the first (`row["round_time"]`, the
+  server round: cohort sampling, client phases on the hosts, the server rule);
+- round1: start-up, seconds from the start of the configuration (building the task, the
+  hosts, for Ray the actors; the first Ray row also pays `ray.init`, the first row lazy
+  imports) to the end of round 1; a last line gives the command's start (interpreter and
+  imports included) to the end of the first row's round 1;
+- peak MB: peak resident memory of this process and all its descendants (for a Ray
+  instance started here: GCS, raylet, its workers and agents), sampled by a background
+  thread every 50 ms with psutil (Ray's bundled copy when psutil is not installed; RSS, so shared pages are counted once per process);
+- state MB / spilled MB: idle client state held in memory / spilled to disk, summed over
+  the hosts (`Host.stats()`);
+- busy: the busiest host's seconds in client phases, over the run (`pool_stats()`).
+
+Evaluation is off until the last round (`eval_every=rounds`) and then runs on a seeded
+sample of `--eval-clients` clients. Numbers are printed, never asserted; the targets of
+issue 12 (n = 10^6 with per-client state runs; s/round at 10^6 within 1.5x of 10^3; memory
+below 8 GB) are for the reader to compare against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    import psutil
+except ImportError:  # ray[default] ships its own copy, put on sys.path by `import ray`
+    import ray  # noqa: F401, I001
+    import psutil
+
+from raycompo.config import RunConfig
+
+
+class PeakRSS:
+    """Peak summed RSS of this process and its descendants, sampled in a thread."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    @staticmethod
+    def current() -> int:
+        me = psutil.Process()
+        total = 0
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return total
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.current())
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakRSS:
+        self.peak = self.current()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.current())
+
+
+@dataclass
+class Result:
+    backend: str
+    algo: str
+    n: int
+    m: int
+    rounds: int
+    state_memory_gb: float | None
+    sec_per_round: float
+    startup_s: float
+    peak_rss_bytes: int
+    state_memory_bytes: float
+    state_spilled_bytes: float
+    host_busy_max_s: float
+    round_times: list[float]
+    since_command_s: float = 0.0
+    """Seconds from this process's start (the command) to the end of round 1."""
+
+
+def host_stats(fed: Any) -> list[dict[str, float]]:
+    pool = fed.pool
+    if hasattr(pool, "actors"):
+        import ray
+
+        return ray.get([a.stats.remote() for a in pool.actors])
+    return [pool.host.stats()]
+
+
+def bench_one(backend: str, algo: str, n: int, m: int, rounds: int = 4, state_memory_gb: float | None = None,
+              eval_clients: int = 50, hosts: int = 2, settings: dict[str, Any] | None = None,
+              threads: int | None = 1) -> Result:
+    """One configuration; `rounds` >= 2 (the first is start-up, the rest are timed).
+    `threads`: torch threads of this process (the inline host runs here; Ray hosts set
+    their own). 1 by default: on a loaded 2-core machine torch's default (one per core)
+    made the synthetic task's tiny steps about 20x slower."""
+    import torch
+
+    from raycompo.engine.federation import Federation
+
+    if threads:
+        torch.set_num_threads(threads)
+
+    rounds = max(2, rounds)
+    cfg = RunConfig(
+        task="synthetic", algo=algo, rounds=rounds, backend=backend, eval_every=rounds, eval_clients=eval_clients,
+        state_memory_gb=state_memory_gb, cpus_per_actor=0.5 if backend == "ray" else 1.0,
+        settings={"n_clients": n, "clients_per_round": m, **(settings or {})},
+    )
+    if backend == "ray":
+        import math
+
+        from raycompo.engine.ray_start import ensure_ray
+
+        cfg.clients_per_actor = math.ceil(n / hosts)
+    gc.collect()
+    with PeakRSS() as mem:
+        t0 = time.perf_counter()
+        if backend == "ray":
+            ensure_ray(None, include_dashboard=False)
+        fed = Federation(cfg)
+        try:
+            rows = [fed.run_round()]
+            startup = time.perf_counter() - t0
+            since_command = time.time() - psutil.Process().create_time()
+            rows += fed.run_rounds(rounds - 1)
+            hs = host_stats(fed)
+            ps = fed.pool_stats()
+        finally:
+            fed.close()
+    times = [float(r["round_time"]) for r in rows]
+    return Result(
+        backend, algo, n, m, rounds, state_memory_gb, statistics.median(times[1:]), startup, mem.peak,
+        sum(h["state_memory_bytes"] for h in hs), sum(h["state_spilled_bytes"] for h in hs),
+        float(ps.get("host_busy_max_s", max(h["busy_seconds"] for h in hs))), times, since_command,
+    )
+
+
+HEADER = f"{'backend':7} {'algo':6} {'n':>8} {'m':>5} {'budgetGB':>8} {'s/round':>8} {'round1':>7} {'peak MB':>8} {'state MB':>8} {'spill MB':>8} {'busy s':>7}"
+
+
+def fmt(r: Result) -> str:
+    b = "-" if r.state_memory_gb is None else f"{r.state_memory_gb:g}"
+    return (f"{r.backend:7} {r.algo:6} {r.n:>8} {r.m:>5} {b:>8} {r.sec_per_round:8.3f} {r.startup_s:7.2f} "
+            f"{r.peak_rss_bytes / 2**20:8.0f} {r.state_memory_bytes / 2**20:8.2f} {r.state_spilled_bytes / 2**20:8.2f} "
+            f"{r.host_busy_max_s:7.2f}")
+
+
+def main(argv: list[str] | None = None) -> list[Result]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, nargs="+", default=[10**3, 10**4, 10**5, 10**6])
+    p.add_argument("--m", type=int, nargs="+", default=[100, 1000])
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--backends", nargs="+", default=["inline", "ray"], choices=["inline", "ray"])
+    p.add_argument("--algos", nargs="+", default=["fedavg", "ditto"])
+    p.add_argument("--state-memory-gb", type=lambda v: None if v.lower() == "none" else float(v), nargs="+", default=[None],
+                   help="state budgets to run (over all hosts); 'none' for no limit", metavar="GB")
+    p.add_argument("--eval-clients", type=int, default=50)
+    p.add_argument("--hosts", type=int, default=2, help="Ray client-host actors")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of this process (0: torch's default)")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="extra task/algorithm settings")
+    a = p.parse_args(argv)
+    extra: dict[str, Any] = {}
+    for kv in a.set:
+        k, _, v = kv.partition("=")
+        try:
+            extra[k] = int(v)
+        except ValueError:
+            try:
+                extra[k] = float(v)
+            except ValueError:
+                extra[k] = v
+    print(HEADER, flush=True)
+    results = []
+    for backend in a.backends:
+        for algo in a.algos:
+            for budget in a.state_memory_gb:
+                for n in a.n:
+                    for m in a.m:
+                        if m > n:
+                            continue
+                        r = bench_one(backend, algo, n, m, a.rounds, budget, a.eval_clients, a.hosts, extra, a.threads)
+                        results.append(r)
+                        print(fmt(r), flush=True)
+    if results:
+        print(f"command start to the end of the first configuration's round 1: {results[0].since_command_s:.1f} s "
+              "(interpreter, imports, and that configuration's start-up)", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()
