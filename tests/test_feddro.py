@@ -119,7 +119,7 @@ def test_full_batch_shared_y_is_exact_after_every_averaging(beta):
         assert torch.allclose(seen[-1], exact, rtol=1e-5, atol=0), (float(seen[-1]), float(exact))
 
 
-def reference_feddro(clients, model, w0, rounds, I, lr, beta, lam, batch_size, seed):
+def reference_feddro(clients, model, w0, rounds, I, lr, beta, lam, batch_size, seed):  # noqa: E741 (the paper's I)
     """Algorithm 2 with the KL objective (g_k = mean exp(l / lam), f = log, h = 0), written
     directly over K clients; the same mini-batches as the engine (stream 0 of (seed,
     client, round, step)). Returns every y-bar^t and the final average."""
@@ -151,7 +151,7 @@ def reference_feddro(clients, model, w0, rounds, I, lr, beta, lam, batch_size, s
 
 
 @pytest.mark.parametrize("I", [1, 3])
-def test_shared_y_follows_an_independent_implementation_of_eq_8(I):
+def test_shared_y_follows_an_independent_implementation_of_eq_8(I):  # noqa: E741
     rounds, lr, beta, lam, bs = 4, 0.1, 0.3, 1.0, 8
     fed = Federation(digits("feddro", rounds=rounds, batch_size=bs, beta=beta, sync_every=I, lr=lr, lam=lam))
     clients = fed.task.clients(list(range(fed.task.n_clients)))

@@ -31,12 +31,16 @@ from dataclasses import dataclass
 import torch
 
 from raycompo.data.mnist import load_mnist, load_mnist5k
-from raycompo.data.partition import disjoint_balanced_split, imbalanced_sizes, label_matched_sample, split_by_sizes
+from raycompo.data.partition import (
+    disjoint_balanced_split,
+    imbalanced_sizes,
+    label_matched_sample,
+    split_by_sizes,
+)
 from raycompo.models import LogisticRegression
 from raycompo.seeding import DATA, numpy_rng
 from raycompo.settings import require
 from raycompo.tasks.base import ClassificationTask, ClientData
-
 
 VAL_SPLITS = ("client-proportions", "disjoint-balanced")
 
