@@ -200,3 +200,20 @@ def test_out_at_a_file_and_a_damaged_resume_folder_are_exit_2(tmp_path, capsys):
     (tmp_path / "damaged" / "config.json").write_text("{not json")
     assert main(["--resume", str(tmp_path / "damaged")]) == 2
     assert "damaged" in capsys.readouterr().err
+
+
+def test_hosts_that_cannot_start_fail_within_the_host_timeout(ray_session):
+    """Another job holds every CPU: the hosts stay pending. The run ends within
+    --host-timeout naming them, instead of waiting forever."""
+    ray = ray_session
+    hog = ray.remote(num_cpus=2)(type("Hog", (), {"ping": lambda self: 1})).remote()
+    ray.get(hog.ping.remote())
+    try:
+        cfg = dataclasses.replace(small_config("fedavg", rounds=1), backend="ray", clients_per_actor=2,
+                                  cpus_per_actor=0.5, host_timeout_s=3.0)
+        t0 = time.monotonic()
+        with pytest.raises(Exception, match="clients-0.*did not answer start"):
+            run(cfg, namespace="starved", log=lambda m: None)
+        assert time.monotonic() - t0 < 60
+    finally:
+        ray.kill(hog)

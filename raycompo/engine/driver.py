@@ -23,6 +23,8 @@ class RemoteDriver:
     def __init__(self, actor: Any):
         self._actor = actor
 
+    # No timeout on the driver's own calls: a round may legitimately take long, and every
+    # wait inside it (on host actors) is bounded by --host-timeout; Ctrl-C ends it at once.
     def __getattr__(self, name: str) -> Any:
         from raycompo.engine.ray_pool import ray_get
 

@@ -7,7 +7,6 @@ checkpoint) and `load_client_states` puts them back (resume, recovery).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Protocol, runtime_checkable
 
 from raycompo.algorithms.base import State
@@ -77,9 +76,3 @@ class InlinePool:
         if self.host is not None:
             self.host.close()
         self.host = None  # type: ignore[assignment]
-
-
-def placement(n_clients: int, clients_per_actor: int) -> list[list[int]]:
-    """Contiguous blocks of client ids, one block per host actor."""
-    n_hosts = math.ceil(n_clients / clients_per_actor)
-    return [list(range(j * clients_per_actor, min(n_clients, (j + 1) * clients_per_actor))) for j in range(n_hosts)]

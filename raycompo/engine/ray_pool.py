@@ -84,8 +84,9 @@ class RayPool:
                 opts["namespace"] = namespace
             budget = cfg.state_budget_bytes(len(self.blocks))
             self.actors.append(actor_cls.options(**opts).remote(resolved, block, None, threads, budget))
-        try:
-            ray_get([a.ready.remote() for a in self.actors])  # fail early: data, settings
+        try:  # fail early: data, settings; and never wait forever for resources to free up
+            self._get([a.ready.remote() for a in self.actors], "start (actors pending for free resources, or loading data)",
+                      list(range(len(self.actors))))
         except BaseException:
             self.close()
             raise
@@ -98,18 +99,28 @@ class RayPool:
         self.bytes_sent += payload_bytes(payload)
         hosts = sorted(per_host)
         futures = [self.actors[j].map.remote(phase, round_, per_host[j], ref, reduce) for j in hosts]
+        return combine(self._get(futures, f"phase {phase!r} of round {round_}", hosts), reduce)
+
+    def _get(self, futures: list, what: str, hosts: list[int]) -> list:
+        """The hosts' answers, waiting at most `host_timeout_s`; a HostTimeoutError names
+        the hosts that did not answer."""
         _, pending = ray.wait(futures, num_returns=len(futures), timeout=self.timeout)
         if pending:
             late = ", ".join(f"clients-{j}" for j, f in zip(hosts, futures) if f in pending)
-            raise HostTimeoutError(f"host actor(s) {late} did not answer phase {phase!r} of round {round_} within {self.timeout:g} s")
-        return combine(ray_get(futures), reduce)
+            raise HostTimeoutError(f"host actor(s) {late} did not answer {what} within {self.timeout:g} s (--host-timeout)")
+        return ray_get(futures)
+
+    def _all(self, method: str, what: str, args: list[tuple] | None = None) -> list:
+        futures = [getattr(a, method).remote(*(args[j] if args else ())) for j, a in enumerate(self.actors)]
+        return self._get(futures, what, list(range(len(self.actors))))
 
     def client_state(self, cid: int) -> State:
-        return ray_get(self.actors[self.owner[cid]].client_state.remote(cid))
+        j = self.owner[cid]
+        return self._get([self.actors[j].client_state.remote(cid)], "client_state", [j])[0]
 
     def client_states(self) -> dict[int, State]:
         out: dict[int, State] = {}
-        for part in ray_get([a.client_states.remote() for a in self.actors]):
+        for part in self._all("client_states", "gathering client states"):
             out.update(part)
         return out
 
@@ -117,10 +128,10 @@ class RayPool:
         parts: list[dict[int, State]] = [{} for _ in self.actors]
         for cid, s in states.items():
             parts[self.owner[cid]][cid] = s
-        ray_get([a.load_client_states.remote(p) for a, p in zip(self.actors, parts)])
+        self._all("load_client_states", "restoring client states", [(p,) for p in parts])
 
     def busy_seconds(self) -> list[float]:
-        return [s["busy_seconds"] for s in ray_get([a.stats.remote() for a in self.actors])]
+        return [s["busy_seconds"] for s in self._all("stats", "stats")]
 
     def stats(self) -> dict[str, float]:
         busy = self.busy_seconds()
