@@ -6,7 +6,6 @@ import pytest
 
 from raycompo.config import RunConfig
 from raycompo.engine.placement import plan_placement
-from raycompo.engine.pools import placement as pool_blocks
 from raycompo.errors import ConfigError
 
 
@@ -27,6 +26,13 @@ def old_auto(c: RunConfig, res: dict, n: int) -> int:
     import math
 
     return math.ceil(n / max(1, min(slots, n)))
+
+
+def pool_blocks(n: int, per: int) -> list[list[int]]:
+    """The former engine/pools.py `placement`: contiguous blocks of client ids."""
+    import math
+
+    return [list(range(j * per, min(n, (j + 1) * per))) for j in range(math.ceil(n / per))]
 
 
 @pytest.mark.parametrize("cpu,cpus,n", [(2, 1.0, 10), (2, 0.5, 4), (2, 0.25, 10), (16, 1.0, 10), (2, 1.0, 1), (8, 2.0, 1000), (3, 0.4, 7)])

@@ -44,7 +44,7 @@ def _node_capacity(node: dict[str, float], cpus: float, gpus: float) -> int:
 
 
 def _blocks(n_clients: int, per_actor: int) -> list[list[int]]:
-    """Contiguous blocks of client ids, one per host (as engine.pools.placement)."""
+    """Contiguous blocks of client ids, one per host."""
     n_hosts = math.ceil(n_clients / per_actor)
     return [list(range(j * per_actor, min(n_clients, (j + 1) * per_actor))) for j in range(n_hosts)]
 
