@@ -1,11 +1,101 @@
 """raycompo: a Ray-based simulation engine for federated compositional optimization.
 
-Layers (each depends only on those above it):
-  problems/    compositional objectives as pure torch functions
-  algorithms/  one file per algorithm: client hooks + the server's round, pure torch
-  data/, models/, tasks/   data sets, partitions, models, and the papers' tasks
-  engine/      runs an algorithm over clients: inline (reference) and Ray backends
-  run, tune, bench         entry points
+The public API (everything a user imports is named here; each name's docstring is its
+reference)::
+
+    import raycompo
+
+    raycompo.run(task, algo, rounds=..., settings={...}, backend="inline" | "ray")
+    raycompo.resume(out_folder, rounds=...)
+    raycompo.tune(space, search="grid" | "optuna", ...)
+
+    # your own algorithm                 # your own task / data
+    raycompo.Algorithm                   raycompo.Task, raycompo.ClassificationTask
+    raycompo.LocalSettings               raycompo.ClientData
+    raycompo.client_phase                raycompo.task_from_arrays, raycompo.task_from_clients
+    raycompo.local_sgd                   raycompo.partitioners (IID, Dirichlet, shards, ...)
+    raycompo.ClientContext, RoundContext raycompo.FlatModel, LogisticRegression
+
+    raycompo.algorithms(), raycompo.tasks()   # the registered names
+    raycompo.RunConfig, RunResult, SweepResult
+    raycompo.RaycompoError, ConfigError, DataUnavailableError, CorruptDataError
+
+A task or algorithm is named the same way everywhere (Python, `--task`/`--algo`, a
+sweep's keys): a registered name, 'path/to/file.py:ClassName',
+'package.module:ClassName', or (Python) the class itself; see `raycompo.plugins`.
+
+The package, layer by layer (each depends only on those above it):
+
+  errors, settings     user-facing errors; typed settings dataclasses (`--set key=value`)
+  problems/            compositional objectives as pure torch functions
+  models/, data/       models over a flat parameter vector; data sets and partitions
+  tasks/               the papers' tasks (clients' data, model, loss, evaluation);
+                       tasks/arrays: a task from the user's own arrays
+  algorithms/          one file per algorithm: client phases + the server's round
+  plugins, registry    names, specs and entry points -> classes; shipping user code to Ray
+  config               a run's configuration, resolved into validated settings
+  backends             where a run executes: inline (reference) or Ray actors
+  engine/              runs an algorithm over clients: hosts, pools, driver, checkpoints,
+                       recovery, placement, metrics for the dashboard
+  api                  raycompo.run / resume / tune
+  run, tune/, reproduce/, bench/   the command lines
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    # running
+    "run": ("raycompo.run", None),
+    "tune": ("raycompo.tune", None),
+    "resume": ("raycompo.api", "resume"),
+    "RunResult": ("raycompo.engine.runner", "RunResult"),
+    "SweepResult": ("raycompo.api", "SweepResult"),
+    "RunConfig": ("raycompo.config", "RunConfig"),
+    "algorithms": ("raycompo.algorithms", "algorithms"),
+    "tasks": ("raycompo.tasks", "tasks"),
+    # writing an algorithm
+    "Algorithm": ("raycompo.algorithms.base", "Algorithm"),
+    "LocalSettings": ("raycompo.algorithms.base", "LocalSettings"),
+    "client_phase": ("raycompo.algorithms.base", "client_phase"),
+    "local_sgd": ("raycompo.algorithms.base", "local_sgd"),
+    "ClientContext": ("raycompo.algorithms.base", "ClientContext"),
+    "RoundContext": ("raycompo.algorithms.base", "RoundContext"),
+    "State": ("raycompo.algorithms.base", "State"),
+    "require": ("raycompo.settings", "require"),
+    # writing a task, bringing data
+    "Task": ("raycompo.tasks.base", "Task"),
+    "ClassificationTask": ("raycompo.tasks.base", "ClassificationTask"),
+    "ClientData": ("raycompo.tasks.base", "ClientData"),
+    "task_from_arrays": ("raycompo.tasks.arrays", "task_from_arrays"),
+    "task_from_clients": ("raycompo.tasks.arrays", "task_from_clients"),
+    "partitioners": ("raycompo.data.partitioners", None),
+    "FlatModel": ("raycompo.models", "FlatModel"),
+    "LogisticRegression": ("raycompo.models", "LogisticRegression"),
+    # errors
+    "RaycompoError": ("raycompo.errors", "RaycompoError"),
+    "ConfigError": ("raycompo.errors", "ConfigError"),
+    "DataUnavailableError": ("raycompo.errors", "DataUnavailableError"),
+    "CorruptDataError": ("raycompo.errors", "CorruptDataError"),
+    "DivergedError": ("raycompo.errors", "DivergedError"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Public names load on first use, so `import raycompo` (and every command line) stays
+    light until torch, Ray or pandas are needed."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'raycompo' has no attribute {name!r}")
+    module, attr = _EXPORTS[name]
+    value = importlib.import_module(module)
+    return value if attr is None else getattr(value, attr)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -25,9 +25,10 @@ class RunConfig:
     """Everything that defines a run; `config.json` holds it, so any run can be repeated."""
 
     task: str = "dro-mnist5k"
-    """Task name (see `python -m raycompo.run --list`)."""
+    """Task: a name (see `python -m raycompo.run --list`), 'path/to/file.py:ClassName' or
+    'package.module:ClassName' (raycompo/plugins.py)."""
     algo: str = "comfedl"
-    """Algorithm name."""
+    """Algorithm: a name, 'path/to/file.py:ClassName' or 'package.module:ClassName'."""
     rounds: int = 100
     """Communication rounds S."""
     seed: int = 0
@@ -54,6 +55,22 @@ class RunConfig:
     state_memory_gb: float | None = None
     """Memory for idle clients' persistent state over all hosts; past it, states spill to
     disk ($RAYCOMPO_SPILL_DIR or the temp folder) and come back when sampled. None: no limit."""
+
+    def __post_init__(self) -> None:
+        # A class (Python API) is recorded by the spec that finds it again.
+        from raycompo.plugins import spec_of
+
+        if isinstance(self.task, type):
+            self.task = spec_of(self.task, "task")
+        if isinstance(self.algo, type):
+            self.algo = spec_of(self.algo, "algorithm")
+
+    def canonical(self) -> RunConfig:
+        """This config with `task` and `algo` as the specs that find them again from any
+        folder (a relative 'file.py:Class' becomes an absolute path)."""
+        from raycompo.plugins import canonical
+
+        return dataclasses.replace(self, task=canonical("task", self.task), algo=canonical("algorithm", self.algo))
 
     def state_budget_bytes(self, hosts: int = 1) -> int | None:
         """Each of `hosts` hosts' share of `state_memory_gb`, in bytes."""
@@ -87,35 +104,40 @@ class Resolved:
         return {**dataclasses.asdict(self.task_settings), **dataclasses.asdict(self.algo_settings)}
 
 
-def algorithm_overrides(task_cls: type, algo_cls: type, algo: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The values of `algo_cls.Settings` fields: the task's paper defaults (its per-algorithm
-    entry winning over the shared ones), then the user's `settings`."""
+def algorithm_overrides(task_cls: type, algo_cls: type, settings: dict[str, Any]) -> dict[str, Any]:
+    """The values of `algo_cls.Settings` fields: the task's paper defaults (its entry named
+    after the algorithm winning over the shared ones), then the user's `settings`."""
+    algo = algo_cls.name
     keys = set(names(algo_cls.Settings))
     defaults = {k: v for k, v in task_cls.algo_defaults.items() if not isinstance(v, dict)}
     defaults.update(task_cls.algo_defaults.get(algo, {}))
     return {k: v for k, v in {**defaults, **settings}.items() if k in keys}
 
 
-def setting_owners() -> dict[str, str]:
-    """Every settings key of every registered task and algorithm -> 'task' or 'algo'.
+def setting_owners(*extra: tuple[str, str, type]) -> dict[str, str]:
+    """Every settings key of every registered task and algorithm, and of the `extra`
+    (kind 'task' or 'algo', spec, class) plugins in use -> 'task' or 'algo'.
 
     A key declared by a task and by an algorithm would make one `--set` change both
-    silently: that is an error here, raised on first use after the classes are defined."""
+    silently: that is an error here naming both owners, raised on first use after the
+    classes are defined."""
     from raycompo.algorithms import algorithms
     from raycompo.tasks import tasks
 
     owners: dict[str, str] = {}
     where: dict[str, str] = {}
-    for kind, registry in (("task", tasks()), ("algo", algorithms())):
-        for cls_name, cls in sorted(registry.items()):
-            for key in names(cls.Settings):
-                if owners.get(key, kind) != kind:
-                    raise ConfigError(
-                        f"setting {key!r} is declared by {where[key]} and by {kind} {cls_name}: "
-                        "rename one of them (task and algorithm settings share the --set namespace)"
-                    )
-                owners[key] = kind
-                where.setdefault(key, f"{kind} {cls_name}")
+    found = [(kind, name, cls) for kind, registry in (("task", tasks()), ("algo", algorithms()))
+             for name, cls in sorted(registry.items())]
+    known = {cls for _, _, cls in found}
+    for kind, cls_name, cls in found + [e for e in extra if e[2] not in known]:
+        for key in names(cls.Settings):
+            if owners.get(key, kind) != kind:
+                raise ConfigError(
+                    f"setting {key!r} is declared by {where[key]} and by {kind} {cls_name}: "
+                    "rename one of them (task and algorithm settings share the --set namespace)"
+                )
+            owners[key] = kind
+            where.setdefault(key, f"{kind} {cls_name}")
     return owners
 
 
@@ -124,7 +146,13 @@ def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, con
     in RENAMED are accepted (with a note on stderr) where the new name fits."""
     import sys
 
-    setting_owners()  # collisions are errors
+    from raycompo.plugins import spec_of
+
+    in_use = []
+    for kind, cls in (("task", task_cls), ("algo", algo_cls)):
+        spec = spec_of(cls, "task" if kind == "task" else "algorithm")
+        in_use.append((kind, cls.name if spec == cls.name else f"{cls.name} ({spec})", cls))
+    setting_owners(*in_use)  # collisions are errors, plugins' too
     task_keys, algo_keys = set(names(task_cls.Settings)), set(names(algo_cls.Settings))
     out: dict[str, Any] = {}
     for key, value in settings.items():
@@ -149,8 +177,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
 
     `check_clients=False` skips the checks that need the task's number of clients (which
     some tasks only know from their data), e.g. to validate a sweep before any data loads."""
-    from raycompo.algorithms import algorithm_class
-    from raycompo.tasks import task_class
+    from raycompo.plugins import load
 
     require(cfg.rounds >= 1, f"rounds must be >= 1, got {cfg.rounds}")
     require(cfg.backend in BACKENDS, f"unknown backend {cfg.backend!r}; choose one of: {', '.join(BACKENDS)}")
@@ -162,12 +189,13 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.host_timeout_s > 0, f"host_timeout_s must be > 0, got {cfg.host_timeout_s}")
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
-    task_cls = task_class(cfg.task)
-    algo_cls = algorithm_class(cfg.algo)
-    settings = split_settings(cfg.settings, task_cls, algo_cls, context=f"task {cfg.task} with algorithm {cfg.algo}")
+    task_cls = load("task", cfg.task)
+    algo_cls = load("algorithm", cfg.algo)
+    context = f"task {task_cls.name} with algorithm {algo_cls.name}"
+    settings = split_settings(cfg.settings, task_cls, algo_cls, context=context)
     task_settings = build(task_cls.Settings, settings)
     task_settings.validate()
-    algo_settings = build(algo_cls.Settings, algorithm_overrides(task_cls, algo_cls, cfg.algo, settings))
+    algo_settings = build(algo_cls.Settings, algorithm_overrides(task_cls, algo_cls, settings))
     algo_cls.check_task(task_cls, algo_settings)
     n_clients = task_cls(task_settings, cfg.seed, cfg.data_dir).n_clients if check_clients else 10**9
     algo_settings.validate(n_clients)

@@ -1,7 +1,7 @@
 """Name -> class registries filled by importing every module of a package.
 
-A new task or algorithm is one new module with a class that sets `name`; nothing else
-needs editing.
+A new built-in task or algorithm is one new module with a class that sets `name`;
+nothing else needs editing. A user's own classes are found by `raycompo.plugins`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import importlib
 import pkgutil
 from types import ModuleType
 
-from raycompo.errors import ConfigError
 
 
 def _subclasses(base: type) -> list[type]:
@@ -23,14 +22,11 @@ def _subclasses(base: type) -> list[type]:
 
 
 def discover(package: ModuleType, base: type) -> dict[str, type]:
-    """Import all modules of `package`; return {cls.name: cls} for subclasses of `base`
-    that set `name` themselves."""
+    """Import all modules of `package`; return {cls.name: cls} for the subclasses of `base`
+    defined in `package` that set `name` themselves (a user's subclass, imported from
+    elsewhere, never shadows a built-in here)."""
     for mod in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         importlib.import_module(mod.name)
-    return {cls.__dict__["name"]: cls for cls in _subclasses(base) if "name" in cls.__dict__}
-
-
-def lookup(registry: dict[str, type], name: str, kind: str) -> type:
-    if name not in registry:
-        raise ConfigError(f"unknown {kind} {name!r}; choose one of: {', '.join(sorted(registry))}")
-    return registry[name]
+    prefix = package.__name__ + "."
+    return {cls.__dict__["name"]: cls for cls in _subclasses(base)
+            if "name" in cls.__dict__ and cls.__module__.startswith(prefix)}

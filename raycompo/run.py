@@ -5,6 +5,12 @@
 
 Writes runs/x/config.json (every setting, the seed, the status) and runs/x/metrics.csv
 (one row per round). Exit codes: 0 completed, 2 bad input or missing data, 3 diverged.
+
+`--task` and `--algo` also take your own classes: 'path/to/file.py:ClassName' or
+'package.module:ClassName' (raycompo/plugins.py).
+
+From Python, this module is callable: `raycompo.run(task, algo, rounds=...)` is
+`raycompo.api.run` (see its docstring).
 """
 
 from __future__ import annotations
@@ -93,21 +99,31 @@ def progress_printer(total: int, metric: str, stream=sys.stderr):
     return show
 
 
-def list_choices() -> str:
+def list_choices(task: str | None = None, algo: str | None = None) -> str:
+    """The registered tasks and algorithms (built-in, and installed packages' entry points)
+    with their settings; `task` / `algo` given as 'file.py:Class' or 'module:Class' specs
+    are listed too."""
     import dataclasses
 
     from raycompo.algorithms import algorithms
+    from raycompo.plugins import builtins, entry_points, is_spec_string, load
     from raycompo.settings import field_docs
     from raycompo.tasks import tasks
 
     lines = []
-    for title, reg in (("tasks", tasks()), ("algorithms", algorithms())):
+    for title, kind, reg, spec in (("tasks", "task", tasks(), task), ("algorithms", "algorithm", algorithms(), algo)):
         lines.append(f"{title}:")
-        for name, cls in sorted(reg.items()):
-            lines.append(f"  {name}")
+        origin = {ep.name: f"  (package {ep.dist})" for ep in entry_points(kind) if ep.name not in builtins(kind)}
+        entries = sorted(reg.items())
+        if spec and is_spec_string(spec):
+            entries.append((spec, load(kind, spec)))
+            origin[spec] = "  (your own)"
+        for name, cls in entries:
+            lines.append(f"  {name}{origin.get(name, '')}")
             docs = field_docs(cls.Settings)
             for f in dataclasses.fields(cls.Settings):
-                lines.append(f"      {f.name} = {f.default!r}  {docs.get(f.name, '')}")
+                default = f.default if f.default is not dataclasses.MISSING else "(required)"
+                lines.append(f"      {f.name} = {default!r}  {docs.get(f.name, '')}")
     return "\n".join(lines)
 
 
@@ -131,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="list tasks, algorithms and their settings")
     args = p.parse_args(argv)
     if args.list:
-        print(list_choices())
+        try:
+            print(list_choices(args.task if "--task" in _argv(argv) else None,
+                               args.algo if "--algo" in _argv(argv) else None))
+        except RaycompoError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         return 0
     from raycompo.engine import run
     from raycompo.engine.signals import Interrupted
@@ -176,6 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _argv(argv: list[str] | None) -> list[str]:
+    """The command's words, with --flag=value split (to tell what was given)."""
+    words = sys.argv[1:] if argv is None else argv
+    return [w.split("=", 1)[0] for w in words]
+
+
 def _resume_hint(out: str | None) -> str:
     from pathlib import Path
 
@@ -190,12 +217,23 @@ def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig,
 
     stored = read_config(args.resume)
     cfg = RunConfig.from_dict(stored)
-    if "--rounds" in argv:
+    if "--rounds" in _argv(argv):
         cfg.rounds = args.rounds
     if stored.get("status") == "completed" and cfg.rounds <= int(stored.get("rounds_done", 0)):
         raise RaycompoError(f"{args.resume} is already completed ({cfg.rounds} rounds); pass --rounds N to run more")
     return cfg, args.resume
 
 
+def _call(*args: Any, **kwargs: Any) -> Any:
+    from raycompo.api import run
+
+    return run(*args, **kwargs)
+
+
+_call.__doc__ = "raycompo.run(task, algo, *, rounds, ...): see raycompo.api.run."
 if __name__ == "__main__":
     sys.exit(main())
+else:
+    from raycompo.api import callable_module
+
+    callable_module(__name__, _call)

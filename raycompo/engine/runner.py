@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from raycompo import plugins
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint
 from raycompo.engine.backends import get_backend
@@ -23,18 +24,28 @@ from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
 from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
-from raycompo.results import RunWriter, read_rows
+from raycompo.results import RunWriter, read_config, read_rows
 
 
 @dataclass
 class RunResult:
+    """What a run returns (also `raycompo.run`'s result)."""
+
     status: str
     """'completed' or 'diverged'."""
     rows: list[Row] = field(default_factory=list)
+    """One dict per row of metrics.csv (round 0 is the initial model)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """What config.json holds: the RunConfig, the effective settings, the status, the
+    placement, the user's code (spec and source digest) and the task's partition."""
+    out: str | None = None
+    """The run folder (None: nothing was written)."""
 
     @property
     def metrics(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows)
+        """The rows as a DataFrame with exactly the columns of metrics.csv (those of the
+        first row, in its order; later rows' extra keys are not columns there either)."""
+        return metrics_frame(self.rows)
 
     @property
     def final(self) -> Row:
@@ -77,15 +88,25 @@ def run(
     Raises ConfigError / DataUnavailableError on bad input, `Interrupted` on SIGINT /
     SIGTERM (status 'interrupted'); any other error marks the run 'failed' and is re-raised.
     A diverged run returns status 'diverged'."""
+    cfg = cfg.canonical()  # recorded so that any folder (and --resume) finds the classes again
     resolved = resolve(cfg)  # fail fast, before any actor starts
     backend = get_backend(cfg.backend)
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     start_ckpt = checkpoint.load(Path(out) / checkpoint.FILE) if resume and out else None
     start_round = int(start_ckpt["round"]) if start_ckpt is not None else 0
     rows: list[Row] = read_rows(out, start_round) if start_ckpt is not None and out else []
+    if resume and out:
+        changed = plugins.changed_code(read_config(out), resolved.task_cls, resolved.algo_cls)
+        if changed:
+            say(f"raycompo: note: the source of {', '.join(changed)} changed since the run started; "
+                f"rounds after {start_round} use the new code")
+    config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings(),
+              **plugins.provenance(resolved.task_cls, resolved.algo_cls)}
+    partition = resolved.make_task().partition_record() if hasattr(resolved.task_cls, "partition_record") else {}
+    if partition:
+        config["partition"] = partition
     writer = None
     if out:
-        config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings()}
         writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
     ckpt = None
     if out or backend.uses_ray:
@@ -144,7 +165,18 @@ def run(
         raise
     finally:
         _close(fed)
-    return RunResult(status, rows)
+    if writer is not None:
+        config = writer.config
+    else:
+        config.update(status=status, final=rows[-1] if rows else {}, rounds_done=int(rows[-1]["round"]) if rows else 0)
+    return RunResult(status, rows, config, out)
+
+
+def metrics_frame(rows: list[Row]) -> pd.DataFrame:
+    """Rows as metrics.csv holds them: the first row's columns; None is a missing value."""
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows, columns=list(rows[0]))
 
 
 ACTOR_FAILURES: tuple[type[BaseException], ...] = ()

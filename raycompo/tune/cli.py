@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from raycompo.engine.backends import backend_names
 from raycompo.errors import RaycompoError
 from raycompo.run import parse_sets
 from raycompo.tune.space import available_spaces, load_space
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="fixed task/algorithm settings of every trial, over the space's `settings` (e.g. n_way=20)")
     p.add_argument("--algos", nargs="+", default=None, metavar="ALGO", help="sweep only these algorithms of the space")
-    p.add_argument("--backend", choices=("inline", "ray"), default="inline",
+    p.add_argument("--backend", choices=backend_names(), default="inline",
                    help="engine inside each trial: inline (one process; fastest for small tasks) or ray "
                         "(client-host actors in the trial's placement group)")
     p.add_argument("--hosts-per-trial", type=int, default=2, help="--backend ray: client-host actors per trial")

@@ -135,8 +135,8 @@ class Space:
         )
 
 
-def _fail(path: Path, msg: str) -> ConfigError:
-    return ConfigError(f"space file {path}: {msg}")
+def _fail(where: str, msg: str) -> ConfigError:
+    return ConfigError(f"{where}: {msg}")
 
 
 def load_space(name: str) -> Space:
@@ -145,54 +145,102 @@ def load_space(name: str) -> Space:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise _fail(path, f"not valid YAML: {exc}") from None
+        raise _fail(f"space file {path}", f"not valid YAML: {exc}") from None
+    return parse_space(raw, path)
+
+
+def space_from_dict(raw: dict[str, Any], name: str = "custom") -> Space:
+    """A space given as a dict (the Python API) with the keys of a space file, checked the
+    same way. Algorithm keys and `task` may be classes: they become their specs."""
+    from raycompo.plugins import spec_of
+
+    raw = dict(raw)
+    name = str(raw.pop("name", name))
+    if isinstance(raw.get("task"), type):
+        raw["task"] = spec_of(raw["task"], "task")
+    if isinstance(raw.get("algorithms"), dict):
+        raw["algorithms"] = {spec_of(k, "algorithm") if isinstance(k, type) else k: v
+                             for k, v in raw["algorithms"].items()}
+    return parse_space(raw, Path(f"{name}.yaml"), source=f"space {name} (a dict)")
+
+
+def parse_space(raw: Any, path: Path, source: str | None = None) -> Space:
+    """Check the shape of a space's mapping `raw` read from `path`; load its plugin
+    classes (a relative 'file.py:Class' is looked up from the current folder, then from
+    the space file's folder)."""
+    where = source or f"space file {path}"
     if not isinstance(raw, dict):
-        raise _fail(path, "must be a YAML mapping with keys task, algorithms, ...")
+        raise _fail(where, "must be a YAML mapping with keys task, algorithms, ...")
     allowed = REQUIRED_KEYS + OPTIONAL_KEYS
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
-        raise _fail(path, f"unknown key(s) {', '.join(map(str, unknown))}; allowed keys: {', '.join(allowed)}")
+        raise _fail(where, f"unknown key(s) {', '.join(map(str, unknown))}; allowed keys: {', '.join(allowed)}")
     missing = [k for k in REQUIRED_KEYS if k not in raw]
     if missing:
-        raise _fail(path, f"missing key(s) {', '.join(missing)}")
+        raise _fail(where, f"missing key(s) {', '.join(missing)}")
     d = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None or k == "full_task"}}
     if not isinstance(d["task"], str):
-        raise _fail(path, f"task must be a task name, got {d['task']!r}")
+        raise _fail(where, f"task must be a task name, got {d['task']!r}")
     if d["full_task"] is not None and not isinstance(d["full_task"], str):
-        raise _fail(path, f"full_task must be a task name, got {d['full_task']!r}")
+        raise _fail(where, f"full_task must be a task name, got {d['full_task']!r}")
     for k in ("rounds", "samples", "eval_every"):
         if not isinstance(d[k], int) or isinstance(d[k], bool) or d[k] < 1:
-            raise _fail(path, f"{k} must be an integer >= 1, got {d[k]!r}")
+            raise _fail(where, f"{k} must be an integer >= 1, got {d[k]!r}")
     if not isinstance(d["seed"], int) or d["seed"] < 0:
-        raise _fail(path, f"seed must be an integer >= 0, got {d['seed']!r}")
+        raise _fail(where, f"seed must be an integer >= 0, got {d['seed']!r}")
     if d["mode"] not in ("max", "min"):
-        raise _fail(path, f"mode must be 'max' or 'min', got {d['mode']!r}")
+        raise _fail(where, f"mode must be 'max' or 'min', got {d['mode']!r}")
     if not isinstance(d["metric"], str):
-        raise _fail(path, f"metric must be a column name, got {d['metric']!r}")
+        raise _fail(where, f"metric must be a column name, got {d['metric']!r}")
     if not isinstance(d["offline"], bool):
-        raise _fail(path, f"offline must be true or false, got {d['offline']!r}")
+        raise _fail(where, f"offline must be true or false, got {d['offline']!r}")
     if not isinstance(d["settings"], dict):
-        raise _fail(path, f"settings must be a mapping of setting -> value, got {d['settings']!r}")
+        raise _fail(where, f"settings must be a mapping of setting -> value, got {d['settings']!r}")
     algos = d["algorithms"]
     if not isinstance(algos, dict) or not algos:
-        raise _fail(path, "algorithms must be a non-empty mapping: algorithm -> {setting: [values]}")
+        raise _fail(where, "algorithms must be a non-empty mapping: algorithm -> {setting: [values]}")
     clean: dict[str, dict[str, list[Any]]] = {}
     for algo, spec in algos.items():
         spec = {} if spec is None else spec
         if not isinstance(spec, dict):
-            raise _fail(path, f"algorithms.{algo} must be a mapping setting -> list of values, got {spec!r}")
+            raise _fail(where, f"algorithms.{algo} must be a mapping setting -> list of values, got {spec!r}")
         clean[str(algo)] = {}
         for key, values in spec.items():
             values = values if isinstance(values, list) else [values]
             if not values:
-                raise _fail(path, f"algorithms.{algo}.{key} is an empty list")
+                raise _fail(where, f"algorithms.{algo}.{key} is an empty list")
             if any(isinstance(v, (dict, list)) for v in values):
-                raise _fail(path, f"algorithms.{algo}.{key} must list scalar values, got {values!r}")
+                raise _fail(where, f"algorithms.{algo}.{key} must list scalar values, got {values!r}")
             if len(set(map(repr, values))) != len(values):
-                raise _fail(path, f"algorithms.{algo}.{key} lists a value twice: {values!r}")
+                raise _fail(where, f"algorithms.{algo}.{key} lists a value twice: {values!r}")
             clean[str(algo)][str(key)] = values
     d["algorithms"] = clean
-    return Space(name=path.stem, path=str(path), **d)
+    space = Space(name=path.stem, path=str(path) if source is None else None, **d)
+    load_plugins(space)
+    return space
+
+
+def plugin_specs(space: Space) -> dict[str, str]:
+    """{spec: kind} of the space's tasks and algorithms given as 'file.py:Class' or
+    'module:Class' (not registered names)."""
+    from raycompo.plugins import is_spec_string
+
+    out = {t: "task" for t in (space.task, space.full_task) if t and is_spec_string(t)}
+    out.update({a: "algorithm" for a in space.algorithms if is_spec_string(a)})
+    return out
+
+
+def load_plugins(space: Space) -> None:
+    """Load the space's plugin classes now (a ConfigError names a missing file or class),
+    relative files from the current folder or the space file's folder."""
+    from raycompo.plugins import load
+
+    base = Path(space.path).parent if space.path else None
+    for spec, kind in plugin_specs(space).items():
+        try:
+            load(kind, spec, base_dir=base)
+        except ConfigError as exc:
+            raise ConfigError(f"space {space.name}{f' ({space.path})' if space.path else ''}: {exc}") from None
 
 
 def validate(space: Space, *, full: bool = False, data_dir: str | None = None, algorithms: list[str] | None = None) -> None:

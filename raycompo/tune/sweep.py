@@ -30,10 +30,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raycompo.engine.backends import get_backend
 from raycompo.errors import ConfigError
+from raycompo.plugins import loaded
 from raycompo.tune.results import SweepStore, _num, best_table, command_line
 from raycompo.tune.searchers import ListSearcher, PerAlgorithmSearcher, UniqueSearcher, point_key
-from raycompo.tune.space import Space, check_metric, load_space, probe_metrics, validate
+from raycompo.tune.space import (
+    Space,
+    check_metric,
+    load_plugins,
+    load_space,
+    plugin_specs,
+    probe_metrics,
+    validate,
+)
 from raycompo.tune.trainable import TrialSpec, bundles, host_plan, run_trial
 
 SEARCHES = ("optuna", "grid")
@@ -91,24 +101,25 @@ def trial_id(meta: dict[str, Any], algo: str, point: dict[str, Any]) -> str:
     return f"{algo}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
-def prepare(opts: SweepOptions, resume: str | None = None) -> tuple[Space, dict[str, Any], SweepStore]:
-    """Load and check everything (no trial starts): the space, its settings, the metric,
-    the result folder. Raises ConfigError / DataUnavailableError."""
+def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None = None
+            ) -> tuple[Space, dict[str, Any], SweepStore]:
+    """Load and check everything (no trial starts): the space (`opts.space`, or `space`
+    given as an object), its settings, the metric, the result folder. Raises ConfigError
+    / DataUnavailableError."""
     if resume:
         return _prepare_resume(resume)
     if opts.search not in SEARCHES:
         raise ConfigError(f"unknown --search {opts.search!r}; choose one of: {', '.join(SEARCHES)}")
     if opts.scheduler not in SCHEDULERS:
         raise ConfigError(f"unknown --scheduler {opts.scheduler!r}; choose one of: {', '.join(SCHEDULERS)}")
-    if opts.backend not in ("inline", "ray"):
-        raise ConfigError(f"unknown --backend {opts.backend!r}; choose inline or ray")
+    get_backend(opts.backend)  # a ConfigError naming the backends
     if opts.samples is not None and opts.samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {opts.samples}")
     if opts.rounds is not None and opts.rounds < 1:
         raise ConfigError(f"--rounds must be >= 1, got {opts.rounds}")
     if opts.max_concurrent is not None and opts.max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be >= 1, got {opts.max_concurrent}")
-    space = load_space(opts.space)
+    space = space if space is not None else load_space(opts.space)
     for key in opts.settings:
         swept = [a for a in space.algorithms if key in space.algorithms[a]]
         if swept:
@@ -154,6 +165,7 @@ def _prepare_resume(folder: str) -> tuple[Space, dict[str, Any], SweepStore]:
         if missing:
             raise KeyError(f"options lack {', '.join(missing)}")
         space = Space.from_dict(meta["space"])
+        load_plugins(space)
         validate(space, full=meta["options"]["full"], data_dir=meta["options"]["data_dir"], algorithms=meta["algorithms"])
         plan(space, meta, store)  # what is left: reads trials.csv's rows against the space
     except ConfigError as exc:
@@ -166,7 +178,7 @@ def _prepare_resume(folder: str) -> tuple[Space, dict[str, Any], SweepStore]:
 def trial_bundles(meta: dict[str, Any], n_clients: int) -> list[dict[str, float]]:
     opts = meta["options"]
     _, hosts = host_plan(n_clients, opts["hosts_per_trial"])
-    ray_backend = opts["backend"] == "ray"
+    ray_backend = get_backend(opts["backend"]).uses_ray
     driver_cpus = opts["driver_cpus"] if opts["driver_cpus"] is not None else (0.5 if ray_backend else 1.0)
     return bundles(opts["backend"], hosts, driver_cpus, opts["cpus_per_actor"], opts["gpus_per_actor"])
 
@@ -249,7 +261,8 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
             algo = trial.config["algorithm"]
             point = {k: trial.config[k] for k in space.algorithms[algo] if k in trial.config}
             cfg = space.run_config(algo, point, full=meta["options"]["full"], rounds=meta["rounds"], seed=meta["seed"],
-                                   backend=meta["options"]["backend"], data_dir=meta["options"]["data_dir"]).to_dict()
+                                   backend=meta["options"]["backend"], data_dir=meta["options"]["data_dir"]
+                                   ).canonical().to_dict()  # its command finds a plugin from any folder
             tid = trial_id(meta, algo, point)
             final = rows[-1] if rows else {}
             rec: dict[str, Any] = {"trial_id": tid, "algorithm": algo, "task": cfg["task"], "status": status,
@@ -375,7 +388,7 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
         first = meta["algorithms"][0]
         n = resolve(space.run_config(first, space.grid(first)[0], full=opts["full"], data_dir=opts["data_dir"])).n_clients
         per, hosts = host_plan(n, opts["hosts_per_trial"])
-        ray_backend = opts["backend"] == "ray"
+        ray_backend = get_backend(opts["backend"]).uses_ray
         bases = {
             algo: space.run_config(algo, {}, full=opts["full"], rounds=meta["rounds"], seed=meta["seed"],
                                    backend=opts["backend"], data_dir=opts["data_dir"],
@@ -383,7 +396,10 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
                                    cpus_per_actor=opts["cpus_per_actor"], gpus_per_actor=opts["gpus_per_actor"]).to_dict()
             for algo in meta["algorithms"]
         }
-        spec = TrialSpec(bases=bases, metric=metric, mode=mode, hosts=hosts, reuse_hosts=opts.get("reuse_hosts", True))
+        # The user's own classes travel with every trial (pickled by value where they are not
+        # installed packages), so a trial on a node without the user's files still finds them.
+        spec = TrialSpec(bases=bases, metric=metric, mode=mode, hosts=hosts, reuse_hosts=opts.get("reuse_hosts", True),
+                         classes=loaded(plugin_specs(space)))
         pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
         trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), pgf)
         searchers: dict[str, Any] = {}

@@ -42,7 +42,7 @@ intermediate values) with these extra columns:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from raycompo.engine.observers import Observer
@@ -60,6 +60,9 @@ class TrialSpec:
     """Client-host actors per trial (--backend ray)."""
     reuse_hosts: bool = True
     """--backend ray: keep the host actors for the next trial in this trial actor."""
+    classes: dict[tuple[str, str], type] = field(default_factory=dict)
+    """The space's plugin classes by (kind, spec): `run_trial` makes its specs find them
+    (raycompo.plugins.remember), so the trial process needs no file of the user's."""
 
 
 def host_plan(n_clients: int, hosts: int) -> tuple[int, int]:
@@ -70,8 +73,11 @@ def host_plan(n_clients: int, hosts: int) -> tuple[int, int]:
 
 
 def bundles(backend: str, hosts: int, driver_cpus: float, cpus_per_actor: float, gpus_per_actor: float) -> list[dict[str, float]]:
-    """Placement group bundles of one trial: the driver, then one per client host."""
-    if backend == "inline":
+    """Placement group bundles of one trial: the driver, then one per client host (for a
+    backend whose hosts are Ray actors)."""
+    from raycompo.engine.backends import get_backend
+
+    if not get_backend(backend).uses_ray:
         return [{"CPU": driver_cpus}]
     host = {"CPU": cpus_per_actor}
     if gpus_per_actor > 0:
@@ -127,14 +133,18 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
 
     from raycompo.config import RunConfig
     from raycompo.engine import run
+    from raycompo.engine.backends import get_backend
+    from raycompo.plugins import remember
 
+    remember(spec.classes)
     point = {k: v for k, v in config.items() if k != "algorithm"}
     d = dict(spec.bases[config["algorithm"]])
     d["settings"] = {**d.get("settings", {}), **point}
     cfg = RunConfig.from_dict(d)
-    pg = ray.util.get_current_placement_group() if cfg.backend == "ray" else None
+    uses_ray = get_backend(cfg.backend).uses_ray
+    pg = ray.util.get_current_placement_group() if uses_ray else None
     hosts = None
-    if cfg.backend == "ray" and spec.reuse_hosts:
+    if uses_ray and spec.reuse_hosts:
         from raycompo.engine.host_actors import shared_hosts
 
         hosts = shared_hosts()
@@ -146,7 +156,7 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
 
     namespace = f"tune-{tune.get_context().get_trial_name()}-{uuid.uuid4().hex[:6]}"  # unique if a trial reruns
     observers: list[Observer] = [TuneReporter(spec.metric, spec.mode, cfg.rounds)]
-    if cfg.backend != "ray":
+    if not uses_ray:
         from raycompo.engine.ray_metrics import RayMetrics
 
         observers.append(RayMetrics(namespace=namespace))

@@ -1,0 +1,262 @@
+"""The Python API: `raycompo.run`, `raycompo.resume` and `raycompo.tune`.
+
+    import raycompo
+
+    result = raycompo.run("dro-mnist5k", "comfedl", rounds=20, settings={"lr": 0.1})
+    result.metrics            # a DataFrame: the rows and columns of metrics.csv
+    result.status, result.config
+
+    sweep = raycompo.tune("dro", search="grid", rounds=5)
+    sweep.trials, sweep.best  # a DataFrame of trials; the best settings per algorithm
+
+Each takes what the command line takes (`python -m raycompo.run`, `python -m
+raycompo.tune`) as keyword arguments, and raises a `raycompo.RaycompoError` subclass on
+bad input (`ConfigError`, `DataUnavailableError`, `CorruptDataError`) where the command
+line prints the message and exits 2.
+
+`raycompo.run` and `raycompo.tune` are also the modules behind ``python -m raycompo.run``
+and ``python -m raycompo.tune``; those modules are callable (`callable_module`), so both
+spellings work whatever was imported first.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from raycompo.engine.observers import Observer, Row
+from raycompo.errors import ConfigError
+
+TaskSpec = Any
+"""A task: a registered name, 'path/to/file.py:ClassName', 'package.module:ClassName', or
+a `Task` subclass (e.g. one made by `raycompo.task_from_arrays`)."""
+AlgoSpec = Any
+"""An algorithm: a registered name, 'path/to/file.py:ClassName', 'package.module:ClassName',
+or an `Algorithm` subclass."""
+
+
+def run(
+    task: TaskSpec,
+    algo: AlgoSpec,
+    *,
+    rounds: int = 100,
+    settings: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    backend: str = "inline",
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    eval_every: int = 1,
+    eval_clients: int | None = None,
+    clients_per_actor: int | None = None,
+    cpus_per_actor: float = 1.0,
+    gpus_per_actor: float = 0.0,
+    address: str | None = None,
+    dashboard: bool | None = None,
+    checkpoint_every: int | None = None,
+    max_failures: int = 3,
+    state_memory: float | None = None,
+    host_timeout: float = 1800.0,
+    data_dir: str | None = None,
+    on_row: Callable[[Row], None] | None = None,
+    progress: bool = False,
+    observers: Sequence[Observer] = (),
+):
+    """Run one federated experiment and return its `RunResult`.
+
+    task, algo: a registered name, 'path/to/file.py:ClassName',
+        'package.module:ClassName', or the class itself (a class defined in a notebook or
+        in `__main__` works on every backend: Ray ships its code to the workers).
+    rounds: communication rounds S. settings: task and algorithm settings by flat key
+        (lr, tau, gamma, ...; `task.KEY` / `algo.KEY` where a key is ambiguous).
+    seed: seed of every random draw; the same seed gives the same rows on every backend.
+    backend: 'inline' (one process, the reference; the default here) or 'ray' (client
+        hosts as Ray actors; joins `address`, or starts a local Ray bound to 127.0.0.1).
+    out: a folder for config.json, metrics.csv and checkpoint.pt (None: nothing written);
+        `overwrite` replaces a run already there.
+    eval_every, eval_clients, clients_per_actor, cpus_per_actor, gpus_per_actor,
+    checkpoint_every, max_failures, state_memory (GB), host_timeout (s), data_dir,
+    dashboard: as --eval-every, --eval-clients, ... of `python -m raycompo.run`.
+    on_row(row): called with each row (a dict) as soon as it is computed (live plots).
+    progress: print one progress line per round to stderr.
+
+    Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns),
+    `.status` ('completed' or 'diverged'), `.config` (what config.json holds), `.final`
+    (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
+    `raycompo.engine.signals.Interrupted` (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
+    """
+    from raycompo.config import RunConfig
+
+    cfg = RunConfig(
+        task=task, algo=algo, rounds=rounds, seed=seed, settings=dict(settings or {}), backend=backend,
+        clients_per_actor=clients_per_actor, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
+        eval_every=eval_every, data_dir=data_dir, eval_clients=eval_clients, state_memory_gb=state_memory,
+        host_timeout_s=host_timeout,
+    )
+    return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
+                checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
+                observers=observers)
+
+
+def resume(
+    out: str | Path,
+    *,
+    rounds: int | None = None,
+    task: TaskSpec | None = None,
+    algo: AlgoSpec | None = None,
+    address: str | None = None,
+    dashboard: bool | None = None,
+    checkpoint_every: int | None = None,
+    max_failures: int = 3,
+    on_row: Callable[[Row], None] | None = None,
+    progress: bool = False,
+):
+    """Continue the run in folder `out` from its last checkpoint (as `python -m
+    raycompo.run --resume OUT`); `rounds` may raise its total. Everything else comes from
+    out/config.json. `task` / `algo`: the classes again, for a run whose classes were
+    defined in a notebook or a script's `__main__` (config.json can name them but not
+    find them in a new process); they must be the classes the run used."""
+    from raycompo.config import RunConfig
+    from raycompo.plugins import load, remember
+    from raycompo.results import read_config
+
+    stored = read_config(out)
+    cfg = RunConfig.from_dict(stored)
+    for kind, given, recorded in (("task", task, cfg.task), ("algorithm", algo, cfg.algo)):
+        if given is not None:
+            cls = load(kind, given)
+            if recorded.rpartition(":")[2].rpartition(".")[2] not in (cls.__name__, cls.name):
+                raise ConfigError(f"resume {out}: the run's {kind} is {recorded}, not {cls.__qualname__}")
+            remember({(kind, recorded): cls})
+    if rounds is not None:
+        cfg.rounds = rounds
+    if stored.get("status") == "completed" and cfg.rounds <= int(stored.get("rounds_done", 0)):
+        raise ConfigError(f"{out} is already completed ({cfg.rounds} rounds); pass rounds=N to run more")
+    return _run(cfg, out=out, overwrite=False, resume=True, address=address, dashboard=dashboard,
+                checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress)
+
+
+def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, max_failures, on_row, progress,
+         observers=()):
+    from raycompo.config import resolve
+    from raycompo.engine.observers import Callback
+    from raycompo.engine.runner import run as engine_run
+
+    watch: list[Observer] = [Callback(on_row)] if on_row is not None else []
+    printer = None
+    if progress:
+        from raycompo.run import progress_printer
+
+        metric = resolve(cfg, check_clients=False).task_cls.default_metric[0].removesuffix("_worst")
+        printer = progress_printer(cfg.rounds, metric)
+    return engine_run(cfg, out=None if out is None else str(out), progress=printer, overwrite=overwrite,
+                      address=address, include_dashboard=dashboard, checkpoint_every=checkpoint_every,
+                      max_failures=max_failures, resume=resume, observers=[*watch, *observers])
+
+
+@dataclass
+class SweepResult:
+    """What `raycompo.tune` returns."""
+
+    trials: pd.DataFrame
+    """One row per trial (trials.csv): algorithm, swept settings, final_<metric>, status..."""
+    best: dict[str, Any]
+    """Per algorithm: the best trial's settings and value (best.json)."""
+    out: Path
+    """The sweep folder (sweep.json, trials.csv, metrics.parquet, best.json)."""
+    interrupted: bool
+    """True when trials are left (Ctrl-C, stop_after, failed trials): `raycompo.tune(resume=out)`."""
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """Every round of every trial (metrics.parquet)."""
+        path = self.out / "metrics.parquet"
+        return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+
+
+def tune(
+    space: str | Path | Mapping[str, Any] | None = None,
+    *,
+    search: str = "optuna",
+    samples: int | None = None,
+    rounds: int | None = None,
+    metric: str | None = None,
+    mode: str | None = None,
+    algorithms: Sequence[str] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    backend: str = "inline",
+    hosts_per_trial: int = 2,
+    cpus_per_actor: float = 0.25,
+    gpus_per_actor: float = 0.0,
+    driver_cpus: float | None = None,
+    scheduler: str = "none",
+    max_concurrent: int | None = None,
+    seed: int | None = None,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    stop_after: int | None = None,
+    quiet: bool = True,
+) -> SweepResult:
+    """Sweep a search space with Ray Tune (+ Optuna) and return the trials and the best
+    settings, as `python -m raycompo.tune` does.
+
+    space: a space name in sweeps/, a path to a YAML file, or a dict with the same keys
+        (task, algorithms, rounds, metric, mode, ...; see `raycompo.tune.space`). An
+        algorithm key may be a registered name, a 'file.py:Class' / 'module:Class' spec or
+        an `Algorithm` subclass; `task` likewise.
+    search: 'optuna' (TPE over the space's values, `samples` per algorithm) or 'grid'.
+    backend: the engine inside each trial: 'inline' or 'ray' (hosts_per_trial host actors
+        of cpus_per_actor CPUs / gpus_per_actor GPUs each).
+    out: the sweep folder (default sweep_results/<space>-<time>); resume=FOLDER continues
+        an interrupted sweep (space and options are read from FOLDER/sweep.json).
+    Other arguments are those of the command line. Raises ConfigError on bad input."""
+    from raycompo.tune.results import SweepStore
+    from raycompo.tune.space import space_from_dict
+    from raycompo.tune.sweep import SweepOptions, check_resources, ensure_ray, prepare, run_sweep
+
+    if space is None and resume is None:
+        raise ConfigError("give a space (a name, a YAML path or a dict) or resume=FOLDER")
+    parsed = space_from_dict(dict(space)) if isinstance(space, Mapping) else None
+    opts = SweepOptions(
+        space=str(space) if space is not None and parsed is None else (parsed.name if parsed else ""),
+        search=search, samples=samples, rounds=rounds, metric=metric, mode=mode, scheduler=scheduler,
+        max_concurrent=max_concurrent, backend=backend, hosts_per_trial=hosts_per_trial, driver_cpus=driver_cpus,
+        cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor, seed=seed,
+        algorithms=list(algorithms) if algorithms else None, settings=dict(settings or {}),
+        out=None if out is None else str(out),
+    )
+    space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed)
+    ensure_ray(address, num_cpus)
+    if address is None:
+        check_resources(space_obj, meta)
+    outcome = run_sweep(space_obj, meta, store, max_concurrent=max_concurrent, quiet=quiet, stop_after=stop_after)
+    trials = SweepStore(store.dir).trials() if store.trials_path.exists() else pd.DataFrame()
+    return SweepResult(trials=trials, best=outcome.best, out=Path(store.dir), interrupted=outcome.interrupted)
+
+
+class CallableModule(types.ModuleType):
+    """A module that can also be called: `raycompo.run` is both the module behind
+    ``python -m raycompo.run`` and the function `api.run` (the import system sets a
+    submodule as an attribute of its package, so a function of the same name would be
+    replaced by the module as soon as anything imports it)."""
+
+    __raycompo_call__: Callable[..., Any]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__raycompo_call__(*args, **kwargs)
+
+
+def callable_module(name: str, fn: Callable[..., Any]) -> None:
+    """Make the module `name` callable as `fn` (its docstring stays the module's)."""
+    module = sys.modules[name]
+    if name == "__main__":
+        return  # run as a script: nothing calls it
+    module.__class__ = CallableModule
+    module.__raycompo_call__ = fn  # type: ignore[attr-defined]
