@@ -16,7 +16,7 @@ reference)::
     raycompo.local_sgd                   raycompo.partitioners (IID, Dirichlet, shards, ...)
     raycompo.ClientContext, RoundContext raycompo.FlatModel, LogisticRegression
 
-    raycompo.algorithms(), raycompo.tasks()   # the registered names
+    raycompo.list_algorithms(), raycompo.list_tasks()   # registered names -> classes
     raycompo.RunConfig, RunResult, SweepResult
     raycompo.RaycompoError, ConfigError, DataUnavailableError, CorruptDataError
 
@@ -56,8 +56,8 @@ _EXPORTS = {
     "RunResult": ("raycompo.engine.runner", "RunResult"),
     "SweepResult": ("raycompo.api", "SweepResult"),
     "RunConfig": ("raycompo.config", "RunConfig"),
-    "algorithms": ("raycompo.algorithms", "algorithms"),
-    "tasks": ("raycompo.tasks", "tasks"),
+    "list_algorithms": ("raycompo.algorithms", "algorithms"),
+    "list_tasks": ("raycompo.tasks", "tasks"),
     # writing an algorithm
     "Algorithm": ("raycompo.algorithms.base", "Algorithm"),
     "LocalSettings": ("raycompo.algorithms.base", "LocalSettings"),
