@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raycompo.bench_scale import HEADER, bench_one, fmt, main
+from raycompo.bench.scale import HEADER, bench_one, fmt, main
 
 
 def test_bench_one_inline_small():

@@ -79,7 +79,7 @@ def host_actors(ray) -> dict[str, str]:
 def test_ray_sweep_reuses_the_hosts_of_a_trial_actor(tmp_path, ray_session):
     """A real Tune sweep with --backend ray, one trial at a time: the second trial runs on
     the first trial's hosts (one set of 2 started, not two sets; `python -m
-    raycompo.bench_sweep` shows the --no-reuse-hosts count), and every trial's rows are
+    raycompo.bench sweep` shows the --no-reuse-hosts count), and every trial's rows are
     the inline backend's for its config."""
     import json
     import textwrap

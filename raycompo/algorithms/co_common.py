@@ -131,5 +131,5 @@ class GlobalCOAlgorithm(Algorithm):
 
     @client_phase("ping")
     def client_ping(self, c, state, payload):
-        """A y-sized reply and no work: the bare cost of one exchange (bench_feddro)."""
+        """A y-sized reply and no work: the bare cost of one exchange (`python -m raycompo.bench feddro`)."""
         return {"y": torch.zeros(self.problem.d_g)}, state

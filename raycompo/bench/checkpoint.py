@@ -2,7 +2,7 @@
 per-client state (Ditto's personal models on the synthetic task). Figures are printed,
 never asserted.
 
-    python -m raycompo.bench_checkpoint
+    python -m raycompo.bench checkpoint
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-step cost of FedDRO's y exchange: Ray backend against inline, 8 clients.
 
-    python -m raycompo.bench_feddro [--clients 8] [--sync-every 8] [--rounds 4] [--task feddro-digits-st]
+    python -m raycompo.bench feddro [--clients 8] [--sync-every 8] [--rounds 4] [--task feddro-digits-st]
 
 FedDRO exchanges y (d_g = 1 number per client) at every local step and the model every
 I steps; a round of I steps costs I + 1 exchanges (the y exchange is fused with the step).
@@ -53,7 +53,7 @@ def measure(cfg: RunConfig, rounds: int, pings: int, pool_factory=None) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m raycompo.bench_feddro", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench feddro", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="feddro-digits-st")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--sync-every", type=int, default=8, help="I, local steps per model averaging")

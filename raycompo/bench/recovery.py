@@ -2,7 +2,7 @@
 actor `clients-1` killed right after round `--kill-after` (engine/faults.py), side by side.
 Figures are printed, never asserted.
 
-    python -m raycompo.bench_recovery [--task dro-mnist5k] [--algo comfedl] [--rounds 30]
+    python -m raycompo.bench recovery [--task dro-mnist5k] [--algo comfedl] [--rounds 30]
         [--kill-after 25] [--checkpoint-every 10] [--clients-per-actor 5] [--cpus-per-actor 0.5]
         [--set gamma=1 tau=5]
 
@@ -54,7 +54,7 @@ def max_difference(a: list[Row], b: list[Row]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m raycompo.bench_recovery", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench recovery", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="dro-mnist5k")
     p.add_argument("--algo", default="comfedl")

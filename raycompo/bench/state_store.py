@@ -1,6 +1,6 @@
 """Memory and speed of the StateStore with a population of small client states.
 
-    python -m raycompo.bench_state_store [--clients 1000000] [--floats 60] [--budget-mb 64]
+    python -m raycompo.bench state_store [--clients 1000000] [--floats 60] [--budget-mb 64]
 
 Each state is {"m": float32[floats], "u": float32[floats]} (a momentum and an inner state
 of the synthetic task's size). The benchmark puts every client's state into a store with
@@ -37,7 +37,7 @@ def rss() -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench state_store", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clients", type=int, default=1_000_000)
     p.add_argument("--floats", type=int, default=60)
     p.add_argument("--budget-mb", type=float, default=64.0)

@@ -7,7 +7,7 @@
 and the cost of one `pool_stats()` call on the Ray driver (a round trip to every host: what
 the dashboard's pool gauges fetch, at most once per metrics report interval).
 
-    python -m raycompo.bench [--rounds 30] [--clients-per-actor N]
+    python -m raycompo.bench round [--rounds 30] [--clients-per-actor N]
 
 Evaluation is excluded (rounds only). Figures are printed, never asserted: on a shared
 machine timings vary; compare the ratios of one run.
@@ -82,7 +82,7 @@ def hand_written_seconds_per_round(cfg: RunConfig, rounds: int, warmup: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m raycompo.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench round", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=3, help="measure each engine this many times, interleaved; report the median")

@@ -1,6 +1,6 @@
 """Scale: seconds per round, memory and start-up with up to a million clients (issue 12).
 
-    python -m raycompo.bench_scale [--n 1000 1000000] [--m 100] [--rounds 4]
+    python -m raycompo.bench scale [--n 1000 1000000] [--m 100] [--rounds 4]
         [--backends inline ray] [--algos fedavg ditto] [--state-memory-gb 0.01]
 
 For every (backend, algorithm, n, m) it builds a Federation on the synthetic task (the
@@ -169,7 +169,7 @@ def fmt(r: Result) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[Result]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, nargs="+", default=[10**3, 10**4, 10**5, 10**6])
     p.add_argument("--m", type=int, nargs="+", default=[100, 1000])
     p.add_argument("--rounds", type=int, default=4)

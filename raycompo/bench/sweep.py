@@ -1,7 +1,7 @@
 """Sweeps on Ray: trials per minute with reused and with fresh host actors, against the
 inline backend, and what a host actor costs to start and to keep (issue 10 item 4).
 
-    python -m raycompo.bench_sweep [--samples 2] [--rounds 3] [--hosts-per-trial 2]
+    python -m raycompo.bench sweep [--samples 2] [--rounds 3] [--hosts-per-trial 2]
         [--modes inline ray-reused ray-fresh] [--num-cpus N]
 
 Everything runs in this process on one local Ray instance, side by side:
@@ -125,7 +125,7 @@ def fmt_footprint(fps: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--samples", type=int, default=2, help="Optuna trials per algorithm (4 algorithms)")
     p.add_argument("--rounds", type=int, default=3, help="rounds per trial")
     p.add_argument("--hosts-per-trial", type=int, default=2)

@@ -1,0 +1,32 @@
+"""Benchmarks: figures are printed, never asserted (timings depend on the machine and its load).
+
+    python -m raycompo.bench NAME [ARGS...]     # NAME --help: that benchmark's options
+
+  round        seconds per round of one ComFedL run: hand-written torch loop vs inline vs ray,
+               and the cost of the Ray driver's pool_stats() (`python -m raycompo.bench
+               --threads 1`, options and no NAME, runs this one)
+  checkpoint   seconds per checkpoint and its share of a round, with per-client state (Ditto)
+  feddro       FedDRO's per-step cost of the y exchange, ray vs inline
+  recovery     recovery time after a killed host actor, side by side with the unfaulted run
+  scale        seconds per round, memory and start-up with up to a million clients
+  state_store  StateStore memory per client and put / get time, in memory and spilled
+  sweep        sweep trials per minute, inline vs ray (reused / fresh hosts), host start-up and memory
+
+Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
+"""
+
+from __future__ import annotations
+
+#: benchmark name (the command's NAME) -> module holding its `main(argv)`
+BENCHMARKS: dict[str, str] = {
+    "round": "raycompo.bench.round",
+    "checkpoint": "raycompo.bench.checkpoint",
+    "feddro": "raycompo.bench.feddro",
+    "recovery": "raycompo.bench.recovery",
+    "scale": "raycompo.bench.scale",
+    "state_store": "raycompo.bench.state_store",
+    "sweep": "raycompo.bench.sweep",
+}
+
+#: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it
+DEFAULT = "round"
