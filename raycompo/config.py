@@ -6,12 +6,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycompo.engine.backends import backend_names
+from raycompo.backends import backend_names
 from raycompo.errors import ConfigError
 from raycompo.settings import build, check_known, names, require
 
 BACKENDS = backend_names()
-"""The backends' names, from the one registry in engine/backends.py."""
+"""The backends' names, from the one registry in raycompo/backends.py."""
 
 RENAMED = {"inner_lr": "maml_inner_lr", "eval_chunk": "phi_chunk"}
 """Old flat keys that still work where they are unambiguous: the meta-learning tasks'

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     results = {"inline": measure(RunConfig(**base, backend="inline"), args.rounds, args.pings)}
 
-    from raycompo.engine.backends import make_pool
+    from raycompo.backends import make_pool
     from raycompo.engine.ray_start import ensure_ray
 
     ensure_ray(args.address, include_dashboard=False)

@@ -10,8 +10,8 @@ from typing import Any
 __all__ = ["RunResult", "run"]
 
 
-def __getattr__(name: str) -> Any:  # lazy: raycompo.config imports engine.backends
-    if name in __all__:
+def __getattr__(name: str) -> Any:
+    if name in __all__:  # lazy: importing the engine pulls in pandas and Ray helpers
         from raycompo.engine import runner
 
         return getattr(runner, name)

@@ -10,7 +10,7 @@ import functools
 from typing import Any
 
 from raycompo.config import Resolved
-from raycompo.engine.backends import Backend
+from raycompo.backends import Backend
 from raycompo.engine.federation import Federation
 
 CLOSE_TIMEOUT_S = 10.0

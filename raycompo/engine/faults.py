@@ -1,6 +1,6 @@
 """Fault injection: kill one of a run's named actors after a given round, to test and to
 measure the recovery from a dead actor (tests/test_durability.py,
-`python -m raycompo.bench_recovery`)."""
+`python -m raycompo.bench recovery`)."""
 
 from __future__ import annotations
 

@@ -204,6 +204,6 @@ class Federation:
 
 def default_pool(resolved: Resolved) -> Pool:
     """The pool of the config's backend, from the one backend registry."""
-    from raycompo.engine.backends import make_pool
+    from raycompo.backends import make_pool
 
     return make_pool(resolved)

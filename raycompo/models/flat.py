@@ -13,6 +13,10 @@ from torch.func import functional_call
 
 
 class FlatModel:
+    """`module` as a function of a flat vector w: `model(w, x)` is the module's forward with
+    its parameters taken from w (in `named_parameters` order); `flatten()` gives the
+    module's own parameters as such a vector. A task's `self.model` is one."""
+
     def __init__(self, module: nn.Module):
         self.module = module
         params = dict(module.named_parameters())

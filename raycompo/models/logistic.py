@@ -8,6 +8,8 @@ from torch import nn
 
 
 class LogisticRegression(nn.Module):
+    """Multinomial logistic regression on flattened inputs, weights initialized to zero."""
+
     def __init__(self, in_features: int, num_classes: int):
         super().__init__()
         self.linear = nn.Linear(in_features, num_classes)

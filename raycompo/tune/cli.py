@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from raycompo.engine.backends import backend_names
+from raycompo.backends import backend_names
 from raycompo.errors import RaycompoError
 from raycompo.run import parse_sets
 from raycompo.tune.space import available_spaces, load_space

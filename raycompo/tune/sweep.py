@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycompo.engine.backends import get_backend
+from raycompo.backends import get_backend
 from raycompo.errors import ConfigError
 from raycompo.plugins import loaded
 from raycompo.tune.results import SweepStore, _num, best_table, command_line

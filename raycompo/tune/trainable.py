@@ -75,7 +75,7 @@ def host_plan(n_clients: int, hosts: int) -> tuple[int, int]:
 def bundles(backend: str, hosts: int, driver_cpus: float, cpus_per_actor: float, gpus_per_actor: float) -> list[dict[str, float]]:
     """Placement group bundles of one trial: the driver, then one per client host (for a
     backend whose hosts are Ray actors)."""
-    from raycompo.engine.backends import get_backend
+    from raycompo.backends import get_backend
 
     if not get_backend(backend).uses_ray:
         return [{"CPU": driver_cpus}]
@@ -133,7 +133,7 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
 
     from raycompo.config import RunConfig
     from raycompo.engine import run
-    from raycompo.engine.backends import get_backend
+    from raycompo.backends import get_backend
     from raycompo.plugins import remember
 
     remember(spec.classes)
