@@ -38,7 +38,7 @@ def as_features(x, what: str = "x") -> torch.Tensor:
         "reshape a single feature with x.reshape(-1, 1)",
     )
     t = torch.tensor(a, dtype=torch.float32)
-    bad = ~torch.isfinite(t).reshape(len(t), -1).all(1)
+    bad = ~torch.isfinite(t).flatten(1).all(1)
     if bad.any():
         rows = bad.nonzero().flatten()
         raise ConfigError(
