@@ -48,7 +48,8 @@ def _settings_class(base: type, defaults: dict[str, Any], module: str, owner: st
     """A subclass of the settings dataclass `base` whose fields default to `defaults`
     (field docs stay on `base`, where `--list` finds them)."""
     hints = typing.get_type_hints(base)
-    fields = [(k, hints[k], dataclasses.field(default=v)) for k, v in defaults.items()]
+    # A parameter of a partitioner added to PARTITIONERS by the user becomes a field too.
+    fields = [(k, hints.get(k, type(v)), dataclasses.field(default=v)) for k, v in defaults.items()]
     cls = dataclasses.make_dataclass("Settings", fields, bases=(base,))
     cls.__module__ = module
     cls.__qualname__ = f"{owner}.<locals>.Settings"

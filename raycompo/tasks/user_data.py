@@ -82,7 +82,7 @@ class ArraysSettings:
 
     def partition_params(self) -> dict[str, Any]:
         """The chosen partitioner's parameters with their values here."""
-        return {k: getattr(self, k) for k in partitioner_params(self.partition)}
+        return {k: getattr(self, k, v) for k, v in partitioner_params(self.partition).items()}
 
 
 @dataclass
@@ -141,6 +141,7 @@ class UserDataTask(ClassificationTask):
         return fn(logits, y) if reduction == "mean" else fn(logits, y, reduction=reduction)
 
     def loss(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        """Mean loss of model w on a batch: cross-entropy, or the factory's `loss`."""
         x, y = batch
         return self._loss(self.model(w, x), y)
 
