@@ -1,5 +1,6 @@
 """The rho-dominant partition of the ComFedL journal (section 5.2): client i holds a
-fraction rho of its images from class i and (1 - rho) / (C - 1) from each other class."""
+fraction rho of its images from class i and (1 - rho) / (C - 1) from each other class
+(class i mod C when there are more clients than classes: `dominant_split`)."""
 
 from __future__ import annotations
 
@@ -38,11 +39,31 @@ def dominant_partition(
 ) -> list[np.ndarray]:
     """Disjoint index sets, one per client i = 0..C-1, drawn without replacement from the
     class pools of `labels` with `dominant_counts(n_per_client, rho, C, i)` per class."""
+    return dominant_split(labels, num_classes, n_per_client, rho, num_classes, rng, what)
+
+
+def dominant_need(n_clients: int, n_per_client: int, rho: float, num_classes: int) -> np.ndarray:
+    """Per-client class counts, shape (n_clients, C): client i's dominant class is i mod C."""
+    return np.stack(
+        [dominant_counts(n_per_client, rho, num_classes, i % num_classes) for i in range(n_clients)]
+    )
+
+
+def dominant_split(
+    labels: np.ndarray,
+    n_clients: int,
+    n_per_client: int,
+    rho: float,
+    num_classes: int,
+    rng: np.random.Generator,
+    what: str = "images",
+) -> list[np.ndarray]:
+    """`dominant_partition` for any number of clients: client i's dominant class is i mod C.
+
+    With n_clients = C it makes the same draws as `dominant_partition` (that calls it)."""
     labels = np.asarray(labels)
     pools = [rng.permutation(np.flatnonzero(labels == k)) for k in range(num_classes)]
-    counts = np.stack(
-        [dominant_counts(n_per_client, rho, num_classes, i) for i in range(num_classes)]
-    )
+    counts = dominant_need(n_clients, n_per_client, rho, num_classes)
     need = counts.sum(0)
     for k in range(num_classes):
         if need[k] > len(pools[k]):
@@ -52,7 +73,7 @@ def dominant_partition(
             )
     taken = np.zeros(num_classes, dtype=np.int64)
     out = []
-    for i in range(num_classes):
+    for i in range(n_clients):
         parts = []
         for k in range(num_classes):
             parts.append(pools[k][taken[k] : taken[k] + counts[i, k]])

@@ -134,6 +134,12 @@ class Task:
         with '_' there are inputs of this hook only, never row columns. None by default."""
         return {}
 
+    def partition_record(self) -> dict[str, Any]:
+        """What re-creates this task's client partition, for config.json (partitioner, its
+        parameters, seed, per-client sizes, data hashes). Empty by default: the built-in
+        tasks are re-created from their name, settings and seed."""
+        return {}
+
     def artifacts(self, w: torch.Tensor, algorithm: Any) -> dict[str, Any]:
         """Files a run writes at its end besides metrics.csv: {file name: pandas DataFrame}
         (e.g. the data of a paper's figure for the final model). None by default."""

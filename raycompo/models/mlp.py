@@ -1,0 +1,26 @@
+"""A small multilayer perceptron: flatten, one hidden layer with ReLU, linear classifier."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MLP(nn.Module):
+    """x (N, ...) -> logits (N, num_classes) through `hidden` ReLU units (PyTorch's default
+    initialization, seeded by the run through `Task.init_weights`)."""
+
+    def __init__(self, in_features: int, num_classes: int, hidden: int = 64):
+        super().__init__()
+        self.hidden = nn.Linear(in_features, hidden)
+        self.out = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(F.relu(self.hidden(x.flatten(1))))
+
+    @staticmethod
+    def functional_forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """forward() as a function of the parameters (FlatModel uses it directly)."""
+        h = F.relu(F.linear(x.flatten(1), params["hidden.weight"], params["hidden.bias"]))
+        return F.linear(h, params["out.weight"], params["out.bias"])
