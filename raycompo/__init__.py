@@ -30,7 +30,7 @@ The package, layer by layer (each depends only on those above it):
   problems/            compositional objectives as pure torch functions
   models/, data/       models over a flat parameter vector; data sets and partitions
   tasks/               the papers' tasks (clients' data, model, loss, evaluation);
-                       tasks/arrays: a task from the user's own arrays
+                       tasks/from_data: a task from the user's own arrays
   algorithms/          one file per algorithm: client phases + the server's round
   plugins, registry    names, specs and entry points -> classes; shipping user code to Ray
   config               a run's configuration, resolved into validated settings
@@ -71,8 +71,8 @@ _EXPORTS = {
     "Task": ("raycompo.tasks.base", "Task"),
     "ClassificationTask": ("raycompo.tasks.base", "ClassificationTask"),
     "ClientData": ("raycompo.tasks.base", "ClientData"),
-    "task_from_arrays": ("raycompo.tasks.arrays", "task_from_arrays"),
-    "task_from_clients": ("raycompo.tasks.arrays", "task_from_clients"),
+    "task_from_arrays": ("raycompo.tasks.from_data", "task_from_arrays"),
+    "task_from_clients": ("raycompo.tasks.from_data", "task_from_clients"),
     "partitioners": ("raycompo.data.partitioners", None),
     "FlatModel": ("raycompo.models", "FlatModel"),
     "LogisticRegression": ("raycompo.models", "LogisticRegression"),

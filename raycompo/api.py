@@ -166,7 +166,8 @@ class SweepResult:
     trials: pd.DataFrame
     """One row per trial (trials.csv): algorithm, swept settings, final_<metric>, status..."""
     best: dict[str, Any]
-    """Per algorithm: the best trial's settings and value (best.json)."""
+    """Per algorithm (the space's key): `settings` and `value` of its best trial, its
+    `command`, and counts of trials (best.json's "algorithms")."""
     out: Path
     """The sweep folder (sweep.json, trials.csv, metrics.parquet, best.json)."""
     interrupted: bool
@@ -238,7 +239,8 @@ def tune(
         check_resources(space_obj, meta)
     outcome = run_sweep(space_obj, meta, store, max_concurrent=max_concurrent, quiet=quiet, stop_after=stop_after)
     trials = SweepStore(store.dir).trials() if store.trials_path.exists() else pd.DataFrame()
-    return SweepResult(trials=trials, best=outcome.best, out=Path(store.dir), interrupted=outcome.interrupted)
+    return SweepResult(trials=trials, best=outcome.best.get("algorithms", {}), out=Path(store.dir),
+                       interrupted=outcome.interrupted)
 
 
 class CallableModule(types.ModuleType):

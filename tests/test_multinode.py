@@ -37,3 +37,18 @@ def test_two_node_cluster_spreads_hosts_and_matches_inline():
     assert {h["node"] for h in hosts} == set(out["nodes"])
     inline = run(small_config("fedavg", rounds=2))
     assert_rows_close(inline.rows, out["rows"], tol=1e-6)
+
+
+def test_a_plugin_runs_on_two_nodes_and_matches_inline():
+    """A user's file (examples/my_algorithm.py): the workers cannot import it (it is no
+    module on their path), so its code travels by value with the run's pickles."""
+    import raycompo
+
+    spec = f"{ROOT / 'examples' / 'my_algorithm.py'}:ScgdMomentum"
+    out = run_on_cluster("--nodes", "2", "--cpus-per-node", "1", "--rounds", "2", "--clients-per-actor", "2",
+                         "--cpus-per-actor", "0.5", "--algo", spec, "--settings", json.dumps({"gamma": 1.0}))
+    assert out["status"] == "completed"
+    assert len({h["node"] for h in out["hosts"]}) == 2
+    settings = {**small_config("fedavg").settings, "gamma": 1.0}
+    inline = raycompo.run("dro-mnist5k", spec, rounds=2, settings=settings)
+    assert_rows_close(inline.rows, out["rows"], tol=1e-6)

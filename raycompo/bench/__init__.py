@@ -11,6 +11,8 @@
   scale        seconds per round, memory and start-up with up to a million clients
   state_store  StateStore memory per client and put / get time, in memory and spilled
   sweep        sweep trials per minute, inline vs ray (reused / fresh hosts), host start-up and memory
+  plugin       a user's own algorithm (examples/) vs a built-in: time to the first row, s/round,
+               inline vs ray metrics difference, lines of code of the examples
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -26,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "scale": "raycompo.bench.scale",
     "state_store": "raycompo.bench.state_store",
     "sweep": "raycompo.bench.sweep",
+    "plugin": "raycompo.bench.plugin",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

@@ -1,7 +1,7 @@
 """The papers' tasks by name; a module that defines a subclass of `Task` with a `name`
 is found automatically. A user's own task is named by a spec ('file.py:Class',
 'package.module:Class') or an entry point (see `raycompo.plugins`), or built from arrays
-(`raycompo.tasks.arrays`)."""
+(`raycompo.tasks.from_data`)."""
 
 from __future__ import annotations
 
