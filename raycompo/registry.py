@@ -11,7 +11,6 @@ import pkgutil
 from types import ModuleType
 
 
-
 def _subclasses(base: type) -> list[type]:
     out, todo = [], [base]
     while todo:

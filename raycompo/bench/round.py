@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    from raycompo.config import resolve
     from raycompo.backends import get_backend
+    from raycompo.config import resolve
     from raycompo.engine.driver import start_driver
 
     settings = {"lr": 0.01, "gamma": 1.0, "tau": 5, "batch_size": 32}

@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from raycompo.config import Resolved
 from raycompo.backends import Backend
+from raycompo.config import Resolved
 from raycompo.engine.federation import Federation
 
 CLOSE_TIMEOUT_S = 10.0

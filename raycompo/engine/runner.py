@@ -14,9 +14,9 @@ from typing import Any
 import pandas as pd
 
 from raycompo import plugins
+from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint
-from raycompo.backends import get_backend
 from raycompo.engine.driver import start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo

@@ -131,9 +131,9 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     """The Tune function trainable (bind `spec` with tune.with_parameters)."""
     import ray
 
+    from raycompo.backends import get_backend
     from raycompo.config import RunConfig
     from raycompo.engine import run
-    from raycompo.backends import get_backend
     from raycompo.plugins import remember
 
     remember(spec.classes)
