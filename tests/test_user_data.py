@@ -354,24 +354,13 @@ def test_cloudpickle_round_trip_rebuilds_the_same_partition(tmp_path):
 
 
 def test_fedavg_inline_lowers_the_loss():
-    from raycompo.algorithms import algorithm_class
-    from raycompo.config import Resolved, RunConfig, algorithm_overrides
-    from raycompo.engine.federation import Federation
+    import raycompo
 
     x, y = blobs(400)
     T = task_from_arrays(x, y, n_clients=4, partition="dirichlet", dirichlet_alpha=0.5, model="mlp")
-    algo = algorithm_class("fedavg")
-    ts = T.Settings()
-    ts.validate()
-    algo_settings = build(algo.Settings, algorithm_overrides(T, algo, "fedavg", {"lr": 0.1, "tau": 5}))
-    algo.check_task(T, algo_settings)
-    algo_settings.validate(ts.n_clients)
-    cfg = RunConfig(task=T.name, algo="fedavg", rounds=3, backend="inline")
-    fed = Federation(Resolved(cfg, T, algo, ts, algo_settings, ts.n_clients))
-    try:
-        first = fed.initial_row()
-        rows = fed.run_rounds(3)
-    finally:
-        fed.close()
+    result = raycompo.run(T, "fedavg", rounds=3, settings={"lr": 0.1, "tau": 5})
+    rows = result.rows
+    first = rows[0]
+    assert result.config["partition"]["partitioner"] == "dirichlet"
     assert rows[-1]["train_loss"] < 0.5 * first["train_loss"]
     assert rows[-1]["val_acc"] > 0.8

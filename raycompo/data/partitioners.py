@@ -231,13 +231,7 @@ def partition_indices(
     """Run partitioner `name` with `params` (unknown ones are a ConfigError), and check that
     it gave `n_clients` disjoint, non-empty index sets."""
     fn = get_partitioner(name)
-    known = partitioner_params(name)
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        raise ConfigError(
-            f"partitioner {name!r} has no parameter(s) {', '.join(unknown)}; "
-            f"its parameters: {', '.join(known) or 'none'}"
-        )
+    check_params(name, params)
     if "num_classes" in inspect.signature(fn).parameters:
         params = {**params, "num_classes": num_classes}
     parts = [np.asarray(p, dtype=np.int64) for p in fn(labels, n_clients, rng, **params)]
@@ -247,3 +241,14 @@ def partition_indices(
     every = np.concatenate(parts)
     require(len(np.unique(every)) == len(every), f"partitioner {name!r} gave a sample to two clients")
     return parts
+
+
+def check_params(name: str, params: dict) -> None:
+    """A ConfigError naming the parameters that partitioner `name` does not take."""
+    known = partitioner_params(name)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"partitioner {name!r} has no parameter(s) {', '.join(unknown)}; "
+            f"its parameters: {', '.join(known) or 'none'}"
+        )

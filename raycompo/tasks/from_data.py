@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from raycompo.data.partitioners import get_partitioner, partitioner_params
+from raycompo.data.partitioners import check_params
 from raycompo.data.user_arrays import check_label_range, checked_pair, data_sha256
 from raycompo.errors import ConfigError
 from raycompo.settings import require
@@ -142,14 +142,7 @@ def task_from_arrays(
     n_clients = _int(n_clients, "n_clients")
     require(n_clients >= 1, f"n_clients must be >= 1, got {n_clients}")
     require(len(yt) >= n_clients, f"too few samples: {len(yt)} samples for {n_clients} clients")
-    get_partitioner(partition)
-    known = partitioner_params(partition)
-    unknown = sorted(set(partition_params) - set(known))
-    if unknown:
-        raise ConfigError(
-            f"partitioner {partition!r} has no parameter(s) {', '.join(unknown)}; "
-            f"its parameters: {', '.join(known) or 'none'}"
-        )
+    check_params(partition, partition_params)  # an unknown partitioner is a ConfigError too
     defaults = {"n_clients": n_clients, "partition": partition, "val_fraction": val_fraction,
                 "partition_seed": partition_seed, **partition_params}
     spec = _spec(model, loss, xt, yt, c)
