@@ -63,6 +63,7 @@ def run(
     state_memory: float | None = None,
     host_timeout: float = 1800.0,
     data_dir: str | None = None,
+    threads: int | None = None,
     on_row: Callable[[Row], None] | None = None,
     progress: bool = False,
     observers: Sequence[Observer] = (),
@@ -82,6 +83,7 @@ def run(
     eval_every, eval_clients, clients_per_actor, cpus_per_actor, gpus_per_actor,
     checkpoint_every, max_failures, state_memory (GB), host_timeout (s), data_dir,
     dashboard: as --eval-every, --eval-clients, ... of `python -m raycompo.run`.
+    threads: torch threads of this process (`torch.set_num_threads`; it stays set).
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
     progress: print one progress line per round to stderr.
 
@@ -92,6 +94,12 @@ def run(
     """
     from raycompo.config import RunConfig
 
+    if threads is not None:
+        if threads < 1:
+            raise ConfigError(f"threads must be >= 1, got {threads}")
+        import torch
+
+        torch.set_num_threads(threads)
     cfg = RunConfig(
         task=task, algo=algo, rounds=rounds, seed=seed, settings=dict(settings or {}), backend=backend,
         clients_per_actor=clients_per_actor, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
