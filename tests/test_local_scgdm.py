@@ -59,7 +59,7 @@ class ToyClient:
 
 
 class ToyQuadraticMaml(MetaTask):
-    """One quadratic task per client (found by the registry in this process: inline only)."""
+    """One quadratic task per client (a user-defined task: RunConfig takes the class)."""
 
     name = "toy-quadratic-maml"
     Settings = ToySettings
@@ -120,7 +120,7 @@ def test_iterates_equal_algorithm1_by_hand(n_clients, p):
     hyper = {"lr": 0.05, "eta": 0.8, "alpha": 0.6, "gamma": 0.5}
     rounds = 4
     cfg = RunConfig(
-        task="toy-quadratic-maml",
+        task=ToyQuadraticMaml,
         algo="local-scgdm",
         rounds=rounds,
         backend="inline",
@@ -156,7 +156,7 @@ def test_scgd_with_gamma_one_is_bsgd():
     for algo, extra in (("local-scgd", {"gamma": 1.0}), ("local-bsgd", {})):
         fed = Federation(
             RunConfig(
-                task="toy-quadratic-maml",
+                task=ToyQuadraticMaml,
                 algo=algo,
                 rounds=3,
                 backend="inline",
@@ -176,7 +176,7 @@ def test_scgdm_momentum_changes_the_path():
     for algo, extra in (("local-scgd", {}), ("local-scgdm", {"alpha": 0.5, "eta": 1.0})):
         fed = Federation(
             RunConfig(
-                task="toy-quadratic-maml",
+                task=ToyQuadraticMaml,
                 algo=algo,
                 rounds=3,
                 backend="inline",
