@@ -84,9 +84,9 @@ def test_finished_runs_are_skipped_and_changed_ones_rerun(tmp_path):
     cfg = tmp_path / "runs" / "feddro-s0" / "config.json"
     stamp = cfg.stat().st_mtime_ns
     logs.clear()
-    reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=2, workers=1, log=logs.append)
+    reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=2, workers=1, log=logs.append, resume=True)
     assert any("3 of 3 runs already finished" in s for s in logs) and cfg.stat().st_mtime_ns == stamp
-    reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=3, workers=1, log=lambda s: None)
+    reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=3, workers=1, log=lambda s: None, resume=True)
     assert json.loads(cfg.read_text())["rounds"] == 3
 
 

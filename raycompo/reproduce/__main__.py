@@ -8,9 +8,18 @@
 
     python -m raycompo.reproduce --list
     python -m raycompo.reproduce comfedl-fig2 [--seeds 5] [--rounds R] [--workers N] [--full --data-dir D]
+    python -m raycompo.reproduce comfedl-fig2 --with examples/my_algorithm.py:ScgdMomentum=mine --with-set gamma=1
 
-Runs whose folder already holds a completed (or diverged) run with the same config are
-skipped, so an interrupted claim resumes where it stopped.
+<out> is a new folder, reproduce_results/NAME-<date>-<time>, unless --out names one. A folder
+that already holds a report or runs is never overwritten: --overwrite deletes them first,
+--resume continues them (runs whose folder holds a completed or diverged run with the same
+config are skipped, so an interrupted claim resumes where it stopped; --resume without --out:
+the newest reproduce_results/NAME-*).
+
+--with SPEC[=LABEL] (repeatable) adds your algorithm ('path/to/file.py:Class',
+'package.module:Class' or a registered name) as an extra curve, "yours": run on the claim's
+task with the same seeds and budget, and the claim's settings that it knows (then --set's,
+then --with-set's), tabled and drawn, but never part of the verdict.
 """
 
 from __future__ import annotations
@@ -18,6 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -26,7 +37,12 @@ from typing import Any
 from raycompo.errors import RaycompoError
 from raycompo.reproduce.claims import CLAIMS
 from raycompo.reproduce.report import commands, write_all
-from raycompo.reproduce.runner import plan, run_jobs, validate
+from raycompo.reproduce.runner import plan, run_jobs, validate, yours
+
+RESULTS = Path("reproduce_results")
+"""Where a claim goes without --out: a new RESULTS/NAME-<date>-<time> (from the current folder)."""
+ARTIFACTS = ("runs", "claim.json", "commands.sh", "table.csv", "table.md", "figure.png", "verdict.txt")
+"""What a report folder holds: --overwrite deletes exactly these (nothing else of --out's)."""
 
 
 def listing() -> str:
@@ -39,24 +55,95 @@ def listing() -> str:
     return "\n".join(lines)
 
 
+def held(out: Path) -> list[str]:
+    """The report files and runs already in `out`."""
+    return [a for a in ARTIFACTS if (out / a).exists()]
+
+
+def new_folder(name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out, k = RESULTS / f"{name}-{stamp}", 2
+    while out.exists():
+        out, k = RESULTS / f"{name}-{stamp}-{k}", k + 1
+    return out
+
+
+def latest(name: str) -> Path:
+    """The newest default folder of claim `name` (for --resume without --out)."""
+    pattern = re.compile(rf"^{re.escape(name)}-(\d{{8}}-\d{{6}})(?:-(\d+))?$")
+    stamps = {p: pattern.match(p.name) for p in RESULTS.glob(f"{name}-*") if p.is_dir()}
+    found = sorted((p for p, m in stamps.items() if m), key=lambda p: (stamps[p][1], int(stamps[p][2] or 1)))
+    if not found:
+        raise RaycompoError(f"--resume: no earlier run of {name} in {RESULTS}/; name its folder with --out")
+    return found[-1]
+
+
+def output_folder(name: str, out: str | Path | None, overwrite: bool, resume: bool) -> Path:
+    """Where the claim goes (see the module docstring); refuses a folder that already holds
+    a report or runs without --overwrite or --resume (RaycompoError, exit 2)."""
+    if overwrite and resume:
+        raise RaycompoError("--overwrite deletes the runs that --resume continues: give one of them")
+    if out is None:
+        return latest(name) if resume else new_folder(name)
+    out = Path(out)
+    there = held(out)
+    if there and resume:
+        was = {}
+        try:
+            was = json.loads((out / "claim.json").read_text())
+        except (OSError, ValueError):
+            pass
+        if was.get("claim", name) != name:
+            raise RaycompoError(f"--resume: {out} holds claim {was['claim']}, not {name}")
+    elif there and not overwrite:
+        raise RaycompoError(f"{out} already holds a report or runs ({', '.join(there)}); nothing was run. "
+                            "Pass --overwrite to delete them and start again, --resume to continue them, "
+                            "or leave out --out for a new folder")
+    return out
+
+
+def clear(out: Path) -> None:
+    """--overwrite: delete the old report and runs, so nothing stale mixes in."""
+    for a in held(out):
+        p = out / a
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
 def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None, rounds: int | None = None,
               full: bool = False, data_dir: str | None = None, workers: int = 1, address: str | None = None,
-              settings: dict[str, Any] | None = None, log=print) -> str:
-    """Run claim `name` into `out` (default reproductions/<name>) and write its report; returns the verdict."""
+              settings: dict[str, Any] | None = None, log=print, *, with_algorithms: list | None = None,
+              with_settings: dict[str, Any] | None = None, overwrite: bool = False, resume: bool = False) -> str:
+    """Run claim `name` into `out` and write its report; returns the verdict.
+
+    `out`: None for a new folder reproduce_results/<name>-<date>-<time>; a folder that holds a
+    report or runs already is refused (RaycompoError) unless `overwrite` (deleted first) or
+    `resume` (finished runs with the same config are kept).
+    `with_algorithms`: your algorithms as extra variants, each 'SPEC', 'SPEC=LABEL', a class or
+    (spec or class, label); run like the claim's variants (claim's settings that they know,
+    then `settings`, then `with_settings`), tabled and drawn as "yours", never in the verdict."""
     if name not in CLAIMS:
         raise RaycompoError(f"unknown claim {name!r}; choose one of: {', '.join(CLAIMS)}")
     claim = CLAIMS[name]
-    out = Path(out or Path("reproductions") / name)
-    jobs = plan(claim, out, seeds=seeds, rounds=rounds, full=full, data_dir=data_dir, extra=settings)
+    out = output_folder(name, out, overwrite, resume)
+    extras = yours(claim, with_algorithms, with_settings)
+    jobs = plan(claim, out, seeds=seeds, rounds=rounds, full=full, data_dir=data_dir, extra=settings, extras=extras)
     validate(jobs)
+    if overwrite:
+        clear(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "commands.sh").write_text(commands(jobs))
     header = {"claim": name, "task": jobs[0].cfg.task, "seeds": seeds if seeds is not None else claim.seeds,
               "rounds": rounds or (claim.full.rounds if full and claim.full and claim.full.rounds else claim.rounds),
               "full": full, "settings": settings or {}, "workers": workers}
+    if extras:
+        header["yours"] = [{"label": v.label, "algo": v.algo, "settings": v.settings} for v in extras]
     (out / "claim.json").write_text(json.dumps({**header, "source": claim.source, "title": claim.title}, indent=2, default=str) + "\n")
     start = time.perf_counter()
-    log(f"{name}: {len(jobs)} runs ({len(claim.variants)} variants x {header['seeds']} seeds) on {header['task']}, "
+    mine = f" + {len(extras)} of yours" if extras else ""
+    log(f"{name}: {len(jobs)} runs ({len(claim.variants)} variants{mine} x {header['seeds']} seeds) on {header['task']}, "
         f"{workers} worker(s) -> {out}")
     run_jobs(jobs, workers=workers, address=address, log=log)
     line = write_all(claim, jobs, out, header)
@@ -72,7 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 (default: the claim's, 5)")
     p.add_argument("--rounds", type=int, default=None,
                    help="rounds of the claim's budget; variants with budgets of their own scale with it")
-    p.add_argument("--out", default=None, help="output folder (default reproductions/NAME)")
+    p.add_argument("--out", default=None,
+                   help=f"output folder (default: a new {RESULTS}/NAME-<date>-<time>); one holding a report is refused "
+                        "without --overwrite or --resume")
+    p.add_argument("--overwrite", action="store_true", help="--out holds a report: delete it and its runs first")
+    p.add_argument("--resume", action="store_true",
+                   help="continue --out (default: the newest of NAME's folders): finished runs with the same config are kept")
+    p.add_argument("--with", dest="with_algorithms", action="append", default=[], metavar="SPEC[=LABEL]",
+                   help="your algorithm ('path/to/file.py:Class', 'package.module:Class', a name) as an extra "
+                        "curve, marked 'yours', not in the verdict (repeatable)")
+    p.add_argument("--with-set", dest="with_sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                   help="settings of the --with runs only (e.g. gamma=1), over the claim's and --set's")
     p.add_argument("--full", action="store_true", help="the paper's data set instead of the offline task (needs --data-dir or a download)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
@@ -88,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         reproduce(args.name, out=args.out, seeds=args.seeds, rounds=args.rounds, full=args.full,
-                  data_dir=args.data_dir, workers=max(1, args.workers), address=args.address, settings=parse_sets(args.sets))
+                  data_dir=args.data_dir, workers=max(1, args.workers), address=args.address, settings=parse_sets(args.sets),
+                  with_algorithms=args.with_algorithms, with_settings=parse_sets(args.with_sets),
+                  overwrite=args.overwrite, resume=args.resume)
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,5 +1,8 @@
 """A claim's outputs from its run folders: table.csv / table.md (final metrics, mean and 95%
-CI over seeds), figure.png (curves with a 95% band), commands.sh, verdict.txt."""
+CI over seeds), figure.png (curves with a 95% band), commands.sh, verdict.txt.
+
+The user's extra variants (`--with`, `Variant.yours`) are tabled and drawn, marked "yours",
+and never read by the verdict: `verdict` sees the claim's own variants only."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from raycompo.reproduce.runner import Job, command, read_config
-from raycompo.reproduce.spec import Better, Bound, Claim, Close
+from raycompo.reproduce.spec import Better, Bound, Claim, Close, Variant
 from raycompo.reproduce.stats import mean_ci, t_quantile
 
 
@@ -60,11 +63,33 @@ def final_value(frame: pd.DataFrame, metric: str) -> float | None:
     return float(s.iloc[-1])
 
 
+def extras_of(jobs: list[Job]) -> list[Variant]:
+    """The user's variants (`--with`) among the jobs, in order."""
+    seen: dict[str, Variant] = {}
+    for j in jobs:
+        if j.variant.yours:
+            seen.setdefault(j.variant.label, j.variant)
+    return list(seen.values())
+
+
+def mark(v: Variant) -> str:
+    """The label shown in tables and legends: 'label (yours)' for the user's variants."""
+    return f"{v.label} (yours)" if v.yours else v.label
+
+
+def shown_algo(v: Variant) -> str:
+    """The algo column: a user's file by its name, not its absolute path (commands.sh has that)."""
+    where, sep, attr = v.algo.rpartition(":")
+    if sep and ("/" in where or "\\" in where or where.endswith(".py")):
+        return f"{Path(where).name}:{attr}"
+    return v.algo
+
+
 def collect(claim: Claim, jobs: list[Job]) -> dict[str, Outcome]:
     metrics = set(claim.metrics) | {p.metric for p in claim.panels} | {c.metric for c in claim.checks}
     out = {v.label: Outcome(v.label) for v in claim.variants}
     for j in jobs:
-        o = out[j.variant.label]
+        o = out.setdefault(j.variant.label, Outcome(j.variant.label))
         o.n += 1
         cfg = read_config(j.out)
         status = (cfg or {}).get("status")
@@ -102,11 +127,12 @@ def cell(o: Outcome, metric: str) -> str:
     return fmt(mean) + (f" ± {fmt(half)}" if math.isfinite(half) else " (n=1)")
 
 
-def table(claim: Claim, outcomes: dict[str, Outcome]) -> pd.DataFrame:
+def table(claim: Claim, outcomes: dict[str, Outcome], extras: list[Variant] | None = None) -> pd.DataFrame:
+    """One row per variant, the claim's, then the user's (`yours` True: not in the verdict)."""
     rows = []
-    for v in claim.variants:
+    for v in (*claim.variants, *(extras or [])):
         o = outcomes[v.label]
-        row: dict[str, Any] = {"variant": v.label, "algo": v.algo,
+        row: dict[str, Any] = {"variant": v.label, "algo": v.algo, "yours": v.yours,
                                "settings": " ".join(f"{k}={x}" for k, x in v.settings.items()),
                                "runs": o.n, "completed": o.completed,
                                "diverged": f"{o.diverged}/{o.n}", "failed": o.failed}
@@ -121,7 +147,7 @@ def table(claim: Claim, outcomes: dict[str, Outcome]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def markdown(claim: Claim, outcomes: dict[str, Outcome], header: dict[str, Any]) -> str:
+def markdown(claim: Claim, outcomes: dict[str, Outcome], header: dict[str, Any], extras: list[Variant] | None = None) -> str:
     cols = ["variant", "algo", "settings", "diverged", *claim.metrics]
     lines = [f"# {claim.name}: {claim.title}", "", f"Source: {claim.source}.",
              f"Task {header['task']}, {header['seeds']} seeds, {header['rounds']} rounds (claim budget); "
@@ -129,11 +155,16 @@ def markdown(claim: Claim, outcomes: dict[str, Outcome], header: dict[str, Any])
     if claim.notes:
         lines += [f"Notes: {claim.notes}", ""]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for v in claim.variants:
+    for v in (*claim.variants, *(extras or [])):
         o = outcomes[v.label]
         d = f"{o.diverged}/{o.n}" if o.diverged else ""
         settings = " ".join(f"{k}={x}" for k, x in v.settings.items())
-        lines.append("| " + " | ".join([v.label, v.algo, settings, d, *(cell(o, m) for m in claim.metrics)]) + " |")
+        label = f"**{mark(v)}**" if v.yours else v.label
+        lines.append("| " + " | ".join([label, shown_algo(v), settings, d, *(cell(o, m) for m in claim.metrics)]) + " |")
+    if extras:
+        lines += ["", f"Rows marked (yours): your algorithm{'s' if len(extras) > 1 else ''} (`--with`) on the claim's task, "
+                  "seeds and budget, with the claim's settings that it knows (and `--set`, `--with-set`); "
+                  "shown for comparison, not part of the verdict."]
     lines += ["", header["verdict"].replace("\n", "\n\n"), ""]
     return "\n".join(lines)
 
@@ -149,6 +180,7 @@ def commands(jobs: list[Job]) -> str:
 def verdict(claim: Claim, outcomes: dict[str, Outcome]) -> str:
     """'paper: ...; measured: ... -> reproduced / not reproduced / not evaluated', then one
     line per `Alt` ('with <option>: measured: ... -> ...')."""
+    outcomes = {v.label: outcomes[v.label] for v in claim.variants}  # the paper's variants only, never yours
     if not claim.checks:
         return f"paper: {claim.paper_says}; measured: see the figure -> not evaluated automatically"
     lines = [f"paper: {claim.paper_says}; {judge(claim.checks, outcomes)}"]
@@ -252,7 +284,14 @@ def band(curves: list[pd.DataFrame], metric: str, x_scale: float, log: bool = Fa
     return x, m, m - half, m + half
 
 
-def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str = "") -> None:
+YOURS_STYLE = (("black", "--"), ("dimgray", "-."), ("saddlebrown", ":"), ("darkmagenta", "--"))
+"""Color and line style of the user's curves: apart from the claim's tab10 colors."""
+
+
+def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str = "",
+           extras: list[Variant] | None = None) -> list[list[str]]:
+    """Draws the claim's panels (the user's variants in every panel, dashed, "(yours)");
+    returns each panel's legend labels, the curves drawn (figure data)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -260,23 +299,27 @@ def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str
 
     cmap = plt.get_cmap("tab10" if len(claim.variants) <= 10 else "tab20")
     colors = {v.label: cmap(i % cmap.N) for i, v in enumerate(claim.variants)}  # one color per variant
+    styles = {v.label: "-" for v in claim.variants}
+    for i, v in enumerate(extras or []):
+        colors[v.label], styles[v.label] = YOURS_STYLE[i % len(YOURS_STYLE)]
+    drawn_labels: list[list[str]] = []
     ncols = min(claim.ncols, len(claim.panels))
     nrows = math.ceil(len(claim.panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
     for ax, panel in zip(axes.flat, claim.panels):
         drawn = 0
-        for v in claim.variants:
-            if panel.group is not None and v.group != panel.group:
+        for v in (*claim.variants, *(extras or [])):
+            if panel.group is not None and v.group != panel.group and not v.yours:
                 continue
             o = outcomes[v.label]
-            label = v.label + (f" (diverged {o.diverged}/{o.n})" if o.diverged else "")
+            label = mark(v) + (f" (diverged {o.diverged}/{o.n})" if o.diverged else "")
             b = band(o.curves, panel.metric, v.x_scale, log=panel.log)
             if b is None:
                 if o.diverged:
                     ax.plot([], [], label=label, color=colors[v.label])  # in the legend, nothing to draw
                 continue
             x, m, lo, hi = b
-            ax.plot(x, m, label=label, lw=1.5, color=colors[v.label])
+            ax.plot(x, m, label=label, lw=2.0 if v.yours else 1.5, ls=styles[v.label], color=colors[v.label])
             ax.fill_between(x, lo, hi, color=colors[v.label], alpha=0.2, lw=0)
             drawn += 1
         if drawn == 0:
@@ -290,7 +333,9 @@ def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str
         ax.set_xlabel(claim.x_label)
         ax.set_ylabel(panel.metric + (" (geometric mean)" if panel.log else ""))
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
+        handles = ax.get_legend_handles_labels()
+        drawn_labels.append(list(handles[1]))
+        if handles[0]:
             ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(claim.panels):]:
         ax.axis("off")
@@ -298,16 +343,19 @@ def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return drawn_labels
 
 
 def write_all(claim: Claim, jobs: list[Job], out: Path, header: dict[str, Any]) -> str:
     """Writes table.csv, table.md, figure.png, commands.sh, verdict.txt; returns the verdict."""
     outcomes = collect(claim, jobs)
+    extras = extras_of(jobs)
     line = verdict(claim, outcomes)
     header = {**header, "verdict": line}
-    table(claim, outcomes).to_csv(out / "table.csv", index=False)
-    (out / "table.md").write_text(markdown(claim, outcomes, header))
+    table(claim, outcomes, extras).to_csv(out / "table.csv", index=False)
+    (out / "table.md").write_text(markdown(claim, outcomes, header, extras))
     (out / "verdict.txt").write_text(line + "\n")
     figure(claim, outcomes, out / "figure.png",
-           subtitle=f"task {header['task']}, mean over {header['seeds']} seeds, band: 95% CI")
+           subtitle=f"task {header['task']}, mean over {header['seeds']} seeds, band: 95% CI"
+           + ("; dashed: yours, not in the verdict" if extras else ""), extras=extras)
     return line

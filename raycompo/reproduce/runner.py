@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from raycompo.config import RunConfig, resolve
-from raycompo.reproduce.spec import Claim, Variant
+from raycompo.errors import ConfigError
+from raycompo.reproduce.spec import LABEL, Claim, Variant
 
 FINISHED = ("completed", "diverged")
 """A run folder with this status (and the same config) is not run again: both are
@@ -48,12 +49,60 @@ def applicable(extra: dict[str, Any], task: str, algo: str) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if k in known}
 
 
+def parse_with(item: str | type | tuple[str | type, str | None]) -> tuple[str | type, str | None]:
+    """`--with SPEC[=LABEL]` -> (spec, label or None). The label is what follows the last '='
+    when that is a label (a spec never ends in one: 'file.py:Class', 'module:Class', a name)."""
+    if isinstance(item, tuple):
+        return item[0], item[1]
+    if isinstance(item, str) and "=" in item:
+        spec, _, label = item.rpartition("=")
+        if not any(ch in label for ch in ":/\\"):  # else the '=' belongs to a path
+            return spec.strip(), label.strip()
+    return item, None
+
+
+def yours(claim: Claim, with_algorithms: list | None, settings: dict[str, Any] | None = None) -> list[Variant]:
+    """The user's algorithms as extra variants of `claim` (`--with SPEC[=LABEL]`), each
+    loaded now: a spec that names no algorithm is a ConfigError before anything runs.
+    `settings` (`--with-set`) apply to these variants only, on top of the claim's and --set's.
+    Their `algo` is the spec that finds the class from any folder (a file by its absolute
+    path), so commands.sh re-runs them anywhere."""
+    from raycompo.plugins import display_name, load, spec_of
+
+    if isinstance(with_algorithms, (str, type, tuple)):
+        with_algorithms = [with_algorithms]
+    out: list[Variant] = []
+    taken = {v.label for v in claim.variants}
+    for item in with_algorithms or []:
+        spec, label = parse_with(item)
+        try:
+            cls = load("algorithm", spec)
+        except ConfigError as exc:
+            raise ConfigError(f"--with {spec if isinstance(spec, str) else repr(spec)}: {exc}") from None
+        label = label or "".join(ch if ch.isalnum() or ch in "._+-" else "-" for ch in display_name(cls)).strip("-")
+        if not LABEL.match(label or ""):
+            raise ConfigError(f"--with {spec}: label {label!r} must be file-name safe (letters, digits, . _ + = -); "
+                              "give one as --with SPEC=LABEL")
+        if label in taken:
+            raise ConfigError(f"--with {spec}: label {label!r} is already a variant of {claim.name} (or another --with); "
+                              "give another as --with SPEC=LABEL")
+        taken.add(label)
+        out.append(Variant(label, spec_of(cls, "algorithm"), dict(settings or {}), yours=True))
+    if settings and not out:
+        raise ConfigError("--with-set applies to --with algorithms only; give one with --with SPEC")
+    return out
+
+
 def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None = None, full: bool = False,
-         data_dir: str | None = None, extra: dict[str, Any] | None = None) -> list[Job]:
+         data_dir: str | None = None, extra: dict[str, Any] | None = None, extras: list[Variant] | None = None) -> list[Job]:
     """Every run of the claim. `rounds` sets the claim's budget; variants with rounds of their
     own (e.g. rounds = 1000 / p) are scaled by the same factor, and so are evaluation periods.
     Settings: the claim's (or --full's), then `extra` where the task or algorithm knows the key,
-    then the variant's own (what the variants vary is never overridden)."""
+    then the variant's own (what the variants vary is never overridden).
+
+    `extras` (see `yours`): the user's variants, run after the claim's with the same seeds, on
+    the claim's budget and evaluation period, with the claim's settings that their algorithm
+    or the task knows, then `extra`'s, then their own."""
     if full and claim.full is None:
         print(f"note: {claim.name} already runs on the paper's task ({claim.task}); --full changes nothing")
     f = claim.full if full else None
@@ -62,10 +111,9 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
     base_eval = (f.eval_every if f and f.eval_every else None) or claim.eval_every
     base_settings = dict(f.settings) if f else dict(claim.settings)
     target = rounds or base_rounds
-    unused = set(extra or {}) - {k for v in claim.variants for k in applicable(extra or {}, task, v.algo)}
+    extras = list(extras or [])
+    unused = set(extra or {}) - {k for v in (*claim.variants, *extras) for k in applicable(extra or {}, task, v.algo)}
     if unused:
-        from raycompo.errors import ConfigError
-
         raise ConfigError(f"--set {', '.join(sorted(unused))}: no run of claim {claim.name} on {task} has this setting")
     jobs = []
     for v in claim.variants:
@@ -78,6 +126,16 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         settings = {**base_settings, **applicable(extra or {}, task, v.algo), **v.settings}
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=r, seed=seed, settings=settings, backend="inline",
+                            eval_every=ev, data_dir=data_dir)
+            jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
+    for v in extras:
+        unknown = set(v.settings) - set(applicable(v.settings, task, v.algo))
+        if unknown:
+            raise ConfigError(f"--with-set {', '.join(sorted(unknown))}: neither {task} nor {v.algo} has this setting")
+        ev = min(scaled(base_eval, target / base_rounds), target)
+        settings = {**applicable(base_settings, task, v.algo), **applicable(extra or {}, task, v.algo), **v.settings}
+        for seed in range(seeds if seeds is not None else claim.seeds):
+            cfg = RunConfig(task=task, algo=v.algo, rounds=target, seed=seed, settings=settings, backend="inline",
                             eval_every=ev, data_dir=data_dir)
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     return jobs
@@ -120,17 +178,46 @@ def is_done(job: Job) -> bool:
     if not cfg or cfg.get("status") not in FINISHED:
         return False
     want = job.cfg.to_dict()
-    return all(cfg.get(k) == want[k] for k in SAME)
+    if not all(cfg.get(k) == want[k] for k in SAME):
+        return False
+    if cfg.get("code"):  # the user's own class: its source changed since, so the run is stale
+        from raycompo.errors import RaycompoError
+        from raycompo.plugins import changed_code
+
+        try:
+            r = resolve(job.cfg, check_clients=False)
+        except RaycompoError:
+            return False
+        return not changed_code(cfg, r.task_cls, r.algo_cls)
+    return True
 
 
-def execute(cfg_dict: dict[str, Any], out: str) -> dict[str, Any]:
-    """One run, in this process (inline backend, one torch thread). Never raises."""
+def plugin_classes(jobs: list[Job]) -> dict[tuple[str, str], type]:
+    """{(kind, spec): class} of the jobs' classes named by a spec string (the user's own):
+    sent along with each run, so a worker on another node needs no copy of the file."""
+    from raycompo.plugins import is_spec_string, loaded
+
+    specs: dict[str, str] = {}
+    for j in jobs:
+        if is_spec_string(j.cfg.algo):
+            specs[j.cfg.algo] = "algorithm"
+        if is_spec_string(j.cfg.task):
+            specs[j.cfg.task] = "task"
+    return loaded(specs)
+
+
+def execute(cfg_dict: dict[str, Any], out: str, classes: dict[tuple[str, str], type] | None = None) -> dict[str, Any]:
+    """One run, in this process (inline backend, one torch thread). Never raises. `classes`:
+    the user's classes by (kind, spec) (`plugin_classes`), remembered before the config's
+    specs are looked up, so a Ray worker finds them without the user's files."""
     import torch
 
     from raycompo.engine import run
     from raycompo.errors import RaycompoError
+    from raycompo.plugins import remember
 
     torch.set_num_threads(1)
+    remember(classes or {})
     start = time.perf_counter()
     try:
         result = run(RunConfig.from_dict(cfg_dict), out=out, overwrite=True)
@@ -163,9 +250,10 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
 
     if not todo:
         return results
+    classes = plugin_classes(todo)
     if workers <= 1 and address is None:
         for j in todo:
-            report(execute(j.cfg.to_dict(), str(j.out)))
+            report(execute(j.cfg.to_dict(), str(j.out), classes))
         return results
     import os
 
@@ -182,11 +270,12 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
     pending: list = []
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+        shipped = ray.put(classes)  # the user's classes, pickled by value (plugins.ship), once
         queue = list(todo)
         while queue or pending:
             while queue and len(pending) < workers:
                 j = queue.pop(0)
-                pending.append(remote.remote(j.cfg.to_dict(), str(j.out)))
+                pending.append(remote.remote(j.cfg.to_dict(), str(j.out), shipped))
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
                 report(ray.get(ref))

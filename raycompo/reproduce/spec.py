@@ -32,6 +32,9 @@ class Variant:
     """Evaluation period in rounds (None: the claim's)."""
     x_scale: float = 1.0
     """The figure's x axis is round * x_scale (e.g. p, to plot local iterations)."""
+    yours: bool = False
+    """An extra curve the user added (`--with`): run, tabled and drawn like the claim's
+    variants, never read by the verdict. Its `algo` is the spec that finds it from any folder."""
 
 
 def V(label: str, algo: str, *, group: str = "", rounds: int | None = None, eval_every: int | None = None,
