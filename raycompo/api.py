@@ -125,26 +125,22 @@ def resume(
     progress: bool = False,
 ):
     """Continue the run in folder `out` from its last checkpoint (as `python -m
-    raycompo.run --resume OUT`); `rounds` may raise its total. Everything else comes from
-    out/config.json. `task` / `algo`: the classes again, for a run whose classes were
-    defined in a notebook or a script's `__main__` (config.json can name them but not
-    find them in a new process); they must be the classes the run used."""
-    from raycompo.config import RunConfig
+    raycompo.run --resume OUT`); `rounds` may change its total, not below the checkpoint's
+    round. Everything else comes from out/config.json. `task` / `algo`: the classes again,
+    for a run whose classes were defined in a notebook or a script's `__main__`
+    (config.json can name them but not find them in a new process); they must be the
+    classes the run used. The checks are the command line's (results.resumed_config,
+    checkpoint.resume_point): a ConfigError when the run cannot go on as asked."""
     from raycompo.plugins import load, remember
-    from raycompo.results import read_config
+    from raycompo.results import resumed_config
 
-    stored = read_config(out)
-    cfg = RunConfig.from_dict(stored)
+    cfg = resumed_config(out, rounds=rounds)
     for kind, given, recorded in (("task", task, cfg.task), ("algorithm", algo, cfg.algo)):
         if given is not None:
             cls = load(kind, given)
             if recorded.rpartition(":")[2].rpartition(".")[2] not in (cls.__name__, cls.name):
                 raise ConfigError(f"resume {out}: the run's {kind} is {recorded}, not {cls.__qualname__}")
             remember({(kind, recorded): cls})
-    if rounds is not None:
-        cfg.rounds = rounds
-    if stored.get("status") == "completed" and cfg.rounds <= int(stored.get("rounds_done", 0)):
-        raise ConfigError(f"{out} is already completed ({cfg.rounds} rounds); pass rounds=N to run more")
     return _run(cfg, out=out, overwrite=False, resume=True, address=address, dashboard=dashboard,
                 checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress)
 

@@ -1,12 +1,18 @@
 """Run outputs: `config.json` (every setting, the seed, the status) and `metrics.csv`
 (one row per round, appended and flushed as the run goes, so a crash or divergence
-keeps the rows already written)."""
+keeps the rows already written).
+
+What belongs to a run folder (`RUN_FILES`, the `*.tmp` of atomic writes, the end-of-run
+files config.json lists, the lock of raycompo/lockfile.py) is known here: `--overwrite`
+removes exactly those, and refuses a folder holding anything else."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,36 +20,124 @@ from raycompo.engine.observers import Observer, Row
 from raycompo.errors import ConfigError
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
+RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt")
+"""The files every run folder may hold (besides its end-of-run files, its lock and temporaries)."""
+END_FILES_KEY = "end_of_run_files"
+"""config.json's list of the end-of-run files (a task's figure data) a run wrote."""
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def plain(text: str) -> str:
+    """`text` without terminal colour codes (Ray colours its error messages)."""
+    return _ANSI.sub("", text)
+
+
+def error_line(exc: BaseException) -> str:
+    """The first line of an error's message, without colour codes (its type when empty)."""
+    text = plain(str(exc)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write `obj` as JSON to `path` atomically: a temp file renamed over it. When the
+    write fails (a full disk) the temp file is removed and `path` keeps its old content."""
+    path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps(obj, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+
+
+def remove_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def read_config(folder: str | Path) -> dict[str, Any]:
     """A run folder's config.json (ConfigError when missing or damaged)."""
     path = Path(folder) / "config.json"
     try:
-        return json.loads(path.read_text())
+        cfg = json.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{folder} holds no run (no config.json); give the --out folder of a run") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path} ({exc.strerror or exc})") from None
+    except ValueError as exc:
         raise ConfigError(f"{path} is damaged ({exc}); the run cannot be resumed") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path} is damaged (a JSON {type(cfg).__name__}, not an object); the run cannot be resumed")
+    return cfg
 
 
 def read_rows(folder: str | Path, upto_round: int) -> list[dict[str, Any]]:
-    """metrics.csv's rows with round <= upto_round, values parsed (numbers, booleans)."""
+    """metrics.csv's rows with round <= upto_round, values parsed (numbers, booleans).
+
+    A last line without its line end is a row cut short by a kill during its write: it is
+    dropped (the round is replayed from the checkpoint). Any other row that does not read
+    back is a ConfigError naming the file."""
     path = Path(folder) / "metrics.csv"
-    if not path.exists():
+    try:
+        with open(path, newline="") as f:  # line ends as written ('\r\n'): a cut one shows
+            text = f.read()
+    except FileNotFoundError:
         return []
-    with open(path, newline="") as f:
-        rows = [{k: _parse(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is not readable ({type(exc).__name__}: {exc})") from None
+    if not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]  # the cut row (or header) goes
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = []
+    for n, r in enumerate(reader, 2):
+        if None in r or None in r.values():  # more or fewer fields than the header
+            raise ConfigError(f"{path}: line {n} does not have the header's {len(reader.fieldnames or [])} columns; "
+                              "the file is damaged")
+        rows.append({k: _parse(v) for k, v in r.items()})
     return [r for r in rows if isinstance(r.get("round"), int) and r["round"] <= upto_round]
 
 
-def _parse(v: str) -> Any:
+def complete_rows(folder: str | Path, upto_round: int) -> list[dict[str, Any]]:
+    """The rows of rounds 0..upto_round, each exactly once and in order, as a resume from
+    a checkpoint of round `upto_round` needs them; else a ConfigError saying which are
+    missing (a row is never relabelled, and a round is never written twice)."""
+    path = Path(folder) / "metrics.csv"
+    rows = read_rows(folder, upto_round)
+    have = [r["round"] for r in rows]
+    if have == list(range(upto_round + 1)):
+        return rows
+    fix = (f"Put the rows back, or start the run again (--overwrite, or another --out): the checkpoint alone "
+           f"cannot rebuild the rows before round {upto_round}")
+    if not path.exists():
+        raise ConfigError(f"cannot resume {folder}: metrics.csv is missing, and its checkpoint is at round "
+                          f"{upto_round}. {fix}")
+    missing = sorted(set(range(upto_round + 1)) - set(have))
+    if missing:
+        raise ConfigError(f"cannot resume {folder}: metrics.csv lacks the rows of round(s) {_spans(missing)} "
+                          f"(its checkpoint is at round {upto_round}). {fix}")
+    raise ConfigError(f"cannot resume {folder}: metrics.csv holds rounds out of order or twice (up to the "
+                      f"checkpoint: {', '.join(map(str, have))}; its checkpoint is at round {upto_round}): it was "
+                      f"written by more than one run. {fix}")
+
+
+def _spans(rounds: list[int]) -> str:
+    """'1-20, 25' for [1, 2, ..., 20, 25]."""
+    spans: list[list[int]] = []
+    for r in rounds:
+        if spans and spans[-1][1] == r - 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _parse(v: str | None) -> Any:
+    if v is None or v == "":
+        return None
     if v in ("True", "False"):
         return v == "True"
     for kind in (int, float):
@@ -51,33 +145,130 @@ def _parse(v: str) -> Any:
             return kind(v)
         except ValueError:
             pass
-    return None if v == "" else v
+    return v
+
+
+def run_files(folder: str | Path) -> tuple[list[Path], list[str]]:
+    """(the files of a raycompo run in `folder`, the names of everything else there)."""
+    folder = Path(folder)
+    from raycompo.lockfile import NAME as LOCK
+
+    ends: list[str] = []
+    try:
+        recorded = json.loads((folder / "config.json").read_text()).get(END_FILES_KEY)
+        if isinstance(recorded, list):
+            ends = [n for n in recorded if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")]
+    except (OSError, ValueError, AttributeError):
+        pass
+    ours = {*RUN_FILES, *ends}
+    mine, other = [], []
+    for entry in sorted(folder.iterdir()):
+        name = entry.name
+        base = name[: -len(".tmp")] if name.endswith(".tmp") else name
+        if name == LOCK:
+            continue
+        if base in ours and (entry.is_file() or entry.is_symlink()):
+            mine.append(entry)
+        else:
+            other.append(name + ("/" if entry.is_dir() else ""))
+    return mine, other
+
+
+def prepare_folder(out: str | Path, overwrite: bool) -> None:
+    """Before a new run writes `out`: refuse a folder that holds a run (unless
+    `overwrite`); with `overwrite`, remove every file of the old run (metrics, checkpoint,
+    temporaries, end-of-run files), after checking that nothing else is there."""
+    out = Path(out)
+    if not out.is_dir():
+        return
+    mine, other = run_files(out)
+    if not mine:
+        return
+    if not overwrite:
+        raise ConfigError(f"{out} already holds a run ({', '.join(p.name for p in mine)}); choose another --out, "
+                          f"pass --overwrite, or --resume {out}")
+    if other:
+        shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        raise ConfigError(f"--overwrite {out}: refused, the folder holds files that are not a raycompo run's "
+                          f"({shown}); nothing was removed. Move them away, or choose another --out")
+    for p in mine:
+        try:
+            p.unlink()
+        except OSError as exc:
+            raise ConfigError(f"--overwrite {out}: cannot remove {p.name} ({exc.strerror or exc})") from None
+
+
+def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[str, Any] | None = None):
+    """The RunConfig that continues the run in `folder` (`--resume`, `raycompo.resume`).
+
+    `rounds` may change the total (checked against the checkpoint when the run starts);
+    `changes` are other RunConfig fields given again. Those that define the run's results
+    (`DEFINING`) must equal the recorded ones, else a ConfigError says to start a new run;
+    the others (backend, placement, timeouts, data folder) apply to the rest of the run."""
+    import dataclasses
+
+    from raycompo.config import RunConfig, resolve
+
+    stored = read_config(folder)
+    cfg = RunConfig.from_dict(stored)
+    new = dataclasses.replace(cfg, **{k: v for k, v in (changes or {}).items() if k not in DEFINING})
+    defining = {k: v for k, v in (changes or {}).items() if k in DEFINING}
+    differ = []
+    for key, value in defining.items():
+        if key == "settings":
+            was = resolve(cfg, check_clients=False).effective_settings()
+            now = resolve(dataclasses.replace(cfg, settings={**cfg.settings, **value}), check_clients=False).effective_settings()
+            differ += [f"--set {k}={now[k]} (the run has {k}={was[k]})" for k in sorted(now) if now[k] != was[k]]
+        elif key in ("task", "algo"):
+            from raycompo.plugins import canonical
+
+            if canonical("task" if key == "task" else "algorithm", value) != getattr(cfg, key):
+                differ.append(f"--{key} {value} (the run's is {getattr(cfg, key)})")
+        elif value != getattr(cfg, key):
+            differ.append(f"--{key.replace('_', '-')} {value} (the run has {getattr(cfg, key)})")
+    if differ:
+        raise ConfigError(f"--resume {folder} continues the run as it was started; it cannot change "
+                          f"{'; '.join(differ)}. To run with these, start a new run in another folder (--out)")
+    if rounds is not None:
+        new.rounds = rounds
+    done = stored.get("rounds_done", 0)
+    if stored.get("status") == "completed" and isinstance(done, int) and new.rounds <= done:
+        raise ConfigError(f"{folder} is already completed ({done} rounds); pass --rounds N (rounds=N) with "
+                          f"N > {done} to run more")
+    return new
+
+
+DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients")
+"""RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them."""
 
 
 class RunWriter(Observer):
     """The output folder as an observer: config.json written at once ('running'), a
     metrics.csv row per round, the final status and row at the end. `resume_rows`: the
-    rows kept from an earlier attempt (metrics.csv is rewritten with them, then appended)."""
+    rows kept from an earlier attempt (metrics.csv is replaced by a file of them, then
+    appended to). A new run (`resume_rows` None) first checks the folder
+    (`prepare_folder`: a run there is refused, or removed with `overwrite`)."""
 
     def __init__(self, out: str | Path, config: dict[str, Any], overwrite: bool = False,
                  resume_rows: list[dict[str, Any]] | None = None):
         self.dir = Path(out)
         self.metrics_path = self.dir / "metrics.csv"
         self.config_path = self.dir / "config.json"
-        if self.dir.exists() and not self.dir.is_dir():
-            raise ConfigError(f"--out {self.dir} is a file, not a folder; choose another --out")
-        if self.metrics_path.exists() and not overwrite and resume_rows is None:
-            raise ConfigError(f"{self.dir} already holds a run (metrics.csv); choose another --out, pass --overwrite, or --resume {self.dir}")
+        self._file: Any = None
+        self._writer: csv.DictWriter | None = None
+        self.unwritten: OSError | None = None
+        """The error that kept the final status out of config.json (e.g. a full disk)."""
         try:
+            if self.dir.exists() and not self.dir.is_dir():
+                raise ConfigError(f"--out {self.dir} is a file, not a folder; choose another --out")
+            if resume_rows is None:
+                prepare_folder(self.dir, overwrite)
             self.dir.mkdir(parents=True, exist_ok=True)
             self.config = {**config, "status": "running"}
             write_json_atomic(self.config_path, self.config)
-            self._file = open(self.metrics_path, "w", newline="")
+            self._rewrite(resume_rows or [])
         except OSError as exc:
             raise ConfigError(f"cannot write to --out {self.dir}: {exc.strerror or exc}") from None
-        self._writer: csv.DictWriter | None = None
-        for row in resume_rows or []:
-            self.append(row)
 
     def record(self, **extra: Any) -> None:
         """Add entries to config.json now (e.g. the placement of the hosts)."""
@@ -86,12 +277,27 @@ class RunWriter(Observer):
 
     def truncate(self, upto_round: int) -> None:
         """Drop the rows after `upto_round` (a replay from a checkpoint writes them again)."""
-        self._file.close()
-        rows = read_rows(self.dir, upto_round)
-        self._file = open(self.metrics_path, "w", newline="")
+        self._close()
+        self._rewrite(read_rows(self.dir, upto_round))
+
+    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
+        """metrics.csv := `rows`, atomically (a kill meanwhile leaves the old file whole),
+        then open for appending."""
+        tmp = self.metrics_path.with_name(self.metrics_path.name + ".tmp")
+        try:
+            with open(tmp, "w", newline="") as f:
+                if rows:
+                    w = csv.DictWriter(f, fieldnames=list(rows[0]), extrasaction="ignore", restval="")
+                    w.writeheader()
+                    w.writerows(rows)
+            os.replace(tmp, self.metrics_path)
+        except BaseException:
+            remove_quietly(tmp)
+            raise
+        self._file = open(self.metrics_path, "a", newline="")
         self._writer = None
-        for row in rows:
-            self.append(row)
+        if rows:
+            self._writer = csv.DictWriter(self._file, fieldnames=list(rows[0]), extrasaction="ignore", restval="")
 
     def append(self, row: dict[str, Any]) -> None:
         if self._writer is None:
@@ -101,13 +307,31 @@ class RunWriter(Observer):
         self._file.flush()
 
     def write_frames(self, frames: dict[str, Any]) -> None:
-        """End-of-run files (pandas DataFrames) by file name, e.g. a task's figure data."""
+        """End-of-run files (pandas DataFrames) by file name, e.g. a task's figure data.
+        Their names go to config.json first (so `--overwrite` knows them as the run's),
+        then each file is written atomically."""
+        if not frames:
+            return
+        self.record(**{END_FILES_KEY: sorted({*self.config.get(END_FILES_KEY, []), *frames})})
         for name, frame in frames.items():
-            frame.to_csv(self.dir / name, index=False)
+            path = self.dir / name
+            tmp = path.with_name(path.name + ".tmp")
+            try:
+                frame.to_csv(tmp, index=False)
+                os.replace(tmp, path)
+            except BaseException:
+                remove_quietly(tmp)
+                raise
+
+    def _close(self) -> None:
+        if self._file is not None and not self._file.closed:
+            try:
+                self._file.close()
+            except OSError:
+                pass  # a full disk: the last row may be cut short (read_rows drops it)
 
     def finish(self, status: str, **extra: Any) -> None:
-        if not self._file.closed:
-            self._file.close()
+        self._close()
         self.config.update(status=status, **extra)
         write_json_atomic(self.config_path, self.config)
 
@@ -117,8 +341,17 @@ class RunWriter(Observer):
         self.final = row
 
     def on_end(self, status: str, final: Row) -> None:
-        self.finish(status, final=final, rounds_done=int(final.get("round", 0)))
+        try:
+            self.finish(status, final=final, rounds_done=int(final.get("round", 0)))
+        except OSError as write_error:
+            if status != "interrupted":
+                raise  # the run fails (on_failure tries once more)
+            self.unwritten = write_error  # the interruption stays what is reported
 
     def on_failure(self, exc: BaseException, final: Row) -> None:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        self.finish("failed", final=final, rounds_done=int(final.get("round", 0)), error=message)
+        """Mark the run failed, where config.json can still be written; when it cannot
+        (a full disk) it keeps its last content, whole, and `unwritten` says why."""
+        try:
+            self.finish("failed", final=final, rounds_done=int(final.get("round", 0)), error=error_line(exc))
+        except OSError as write_error:
+            self.unwritten = write_error

@@ -130,14 +130,16 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
 EXIT_FAILED = 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m raycompo.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     p.add_argument("--out", default=None, help="output folder for config.json, metrics.csv and checkpoint.pt")
-    p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a run already in --out (its files are removed first; a folder holding other files is refused)")
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue the run in DIR (interrupted, failed or killed) from its last checkpoint; "
-                        "other arguments are taken from DIR/config.json (--rounds may raise the total)")
+                        "its settings come from DIR/config.json: --rounds may change the total (not below the "
+                        "checkpoint), placement options apply, options that define the run must repeat its values")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="K",
                    help="checkpoint every K rounds and at the end (default 10)")
     p.add_argument("--max-failures", type=int, default=3,
@@ -145,6 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--no-dashboard", action="store_true", help="start Ray without its dashboard")
     p.add_argument("--list", action="store_true", help="list tasks, algorithms and their settings")
+    return p
+
+
+def given_options(argv: list[str]) -> set[str]:
+    """The options (argparse dests) the command line gives, whatever their spelling
+    (--flag=value, an abbreviation), told apart from defaults."""
+    p = build_parser()
+    for action in p._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(p.parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.list:
         try:
@@ -163,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             raise RaycompoError(f"--threads must be >= 1, got {args.threads}")
         if args.checkpoint_every is not None and args.checkpoint_every < 1:
             raise RaycompoError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+        if args.max_failures < 0:
+            raise RaycompoError(f"--max-failures must be >= 0, got {args.max_failures}")
         if args.threads:
             import torch
 
@@ -185,7 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted{_resume_hint(out)}", file=sys.stderr)
         return code
     except Exception as exc:  # a failure the run could not recover from
-        line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        from raycompo.results import plain
+
+        text = plain(str(exc)).strip()
+        line = text.splitlines()[0] if text else ""
         print(f"run failed: {type(exc).__name__}: {line}{_resume_hint(out)}", file=sys.stderr)
         return EXIT_FAILED
     final = result.final
@@ -206,21 +227,38 @@ def _argv(argv: list[str] | None) -> list[str]:
 def _resume_hint(out: str | None) -> str:
     from pathlib import Path
 
-    if out and (Path(out) / "checkpoint.pt").exists():
-        return f"; continue with: python -m raycompo.run --resume {out}"
+    try:
+        if out and (Path(out) / "checkpoint.pt").exists():
+            return f"; continue with: python -m raycompo.run --resume {out}"
+    except OSError:  # a path the system refuses (too long...): no hint
+        pass
     return ""
 
 
-def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig, str]:
-    """The config of the run in --resume DIR; --rounds on the command line may extend it."""
-    from raycompo.results import read_config
+RESUME_CHANGES = {
+    "task": "task", "algo": "algo", "seed": "seed", "sets": "settings", "eval_every": "eval_every",
+    "eval_clients": "eval_clients", "backend": "backend", "clients_per_actor": "clients_per_actor",
+    "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
+    "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s",
+}
+"""Options given with --resume -> RunConfig fields: those that define the run's results
+(results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""
 
-    stored = read_config(args.resume)
-    cfg = RunConfig.from_dict(stored)
-    if "--rounds" in _argv(argv):
-        cfg.rounds = args.rounds
-    if stored.get("status") == "completed" and cfg.rounds <= int(stored.get("rounds_done", 0)):
-        raise RaycompoError(f"{args.resume} is already completed ({cfg.rounds} rounds); pass --rounds N to run more")
+
+def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig, str]:
+    """The config of the run in --resume DIR (results.resumed_config): --rounds may
+    change the total; other options that define the run must repeat its values."""
+    from raycompo.results import resumed_config
+
+    given = given_options(argv)
+    if "overwrite" in given:
+        raise RaycompoError("--resume continues a run; --overwrite starts one again: give one of them")
+    if "out" in given and args.out != args.resume:
+        raise RaycompoError(f"--resume {args.resume} writes into {args.resume}; to start a new run in {args.out}, "
+                            "leave out --resume")
+    changes = {field: (parse_sets(args.sets) if dest == "sets" else getattr(args, dest))
+               for dest, field in RESUME_CHANGES.items() if dest in given}
+    cfg = resumed_config(args.resume, rounds=args.rounds if "rounds" in given else None, changes=changes)
     return cfg, args.resume
 
 

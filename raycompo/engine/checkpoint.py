@@ -12,6 +12,7 @@ Format: `torch.save` of tensors, numbers, strings and dicts only, read back with
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -32,8 +33,15 @@ def save(path: str | Path, ckpt: dict[str, Any]) -> None:
     """Write `ckpt` to `path` atomically (a temp file in the same folder, then rename)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({**ckpt, "format": FORMAT}, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save({**ckpt, "format": FORMAT}, tmp)
+        os.replace(tmp, path)
+    except BaseException:  # e.g. a full disk: no temp file stays, the last checkpoint stays whole
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -49,13 +57,67 @@ def load(path: str | Path) -> dict[str, Any]:
     return ckpt
 
 
+def fingerprint(resolved: Any) -> dict[str, Any]:
+    """What makes a checkpoint this run's: the task and algorithm (their specs), every
+    effective setting, the seed and the number of clients (the model's shape is added when
+    a checkpoint is taken). Plain JSON values, so that two fingerprints compare equal
+    exactly when they hold the same values."""
+    cfg = resolved.config
+    fp = {"task": cfg.task, "algo": cfg.algo, "seed": cfg.seed, "settings": resolved.effective_settings(),
+          "n_clients": resolved.n_clients}
+    return json.loads(json.dumps(fp, sort_keys=True, default=str))
+
+
+def check_belongs(ckpt: dict[str, Any], fp: dict[str, Any], path: str | Path) -> None:
+    """ConfigError unless checkpoint `ckpt` was taken by a run with fingerprint `fp`.
+    A checkpoint written before fingerprints existed is checked by the config it holds."""
+    if "fingerprint" in ckpt:
+        try:
+            was = json.loads(ckpt["fingerprint"])
+        except (TypeError, ValueError):
+            raise ConfigError(f"checkpoint {path} is damaged (its fingerprint does not read back); start the run again") from None
+    else:
+        c = ckpt.get("config") if isinstance(ckpt.get("config"), dict) else {}
+        was = {"task": c.get("task"), "algo": c.get("algo"), "seed": c.get("seed")}
+        fp = {k: fp[k] for k in was}
+    differ = []
+    for key in fp:
+        if key == "settings" and isinstance(was.get(key), dict):
+            now, before = fp[key], was[key]
+            differ += [f"{k}={before.get(k, '(none)')} there, {now.get(k, '(none)')} here"
+                       for k in sorted({*now, *before}) if now.get(k) != before.get(k)]
+        elif was.get(key) != fp[key]:
+            differ.append(f"{key} {was.get(key)} there, {fp[key]} here")
+    if differ:
+        shown = "; ".join(differ[:6]) + (f"; and {len(differ) - 6} more" if len(differ) > 6 else "")
+        raise ConfigError(f"checkpoint {path} belongs to another run than its folder's config.json ({shown}); "
+                          "it was not restored. Start the run again (--overwrite, or another --out)")
+
+
+def resume_point(folder: str | Path, fp: dict[str, Any], rounds: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the checkpoint, the rows 0..its round) a run resumed in `folder` continues from,
+    for a run of fingerprint `fp` to round `rounds`; a ConfigError says what does not fit."""
+    from raycompo.results import complete_rows
+
+    path = Path(folder) / FILE
+    ckpt = load(path)
+    check_belongs(ckpt, fp, path)
+    at = int(ckpt["round"])
+    if rounds < at:
+        raise ConfigError(f"cannot resume {folder} to round {rounds}: its checkpoint is at round {at}, and a run "
+                          f"only goes forward. Give --rounds {at} or more, or start a new run in another folder (--out)")
+    return ckpt, complete_rows(folder, at)
+
+
 class Checkpointer(Observer):
     """Takes a checkpoint of the driver every `every` rounds (after the row is written).
     With a folder it goes to disk only and `latest()` reads it back (the client states of
     a large population never stay in this process); without one it is kept in memory."""
 
-    def __init__(self, every: int, folder: str | Path | None = None):
+    def __init__(self, every: int, folder: str | Path | None = None, fingerprint: dict[str, Any] | None = None):
         self.every = every
+        self.fingerprint = fingerprint
+        """The run's `fingerprint`, stored in every checkpoint (with the model's shape)."""
         self.path = Path(folder) / FILE if folder else None
         self.fed: Any = None
         self.round: int | None = None
@@ -81,6 +143,8 @@ class Checkpointer(Observer):
     def take(self) -> None:
         t0 = time.perf_counter()
         ckpt = self.fed.checkpoint()
+        if self.fingerprint is not None:
+            ckpt["fingerprint"] = json.dumps({**self.fingerprint, "model_shape": list(ckpt["w"].shape)}, sort_keys=True)
         if self.path is not None:
             save(self.path, ckpt)
         else:

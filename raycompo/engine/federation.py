@@ -22,6 +22,7 @@ import torch
 
 from raycompo.config import Resolved, RunConfig, resolve
 from raycompo.engine.pools import Pool
+from raycompo.errors import ConfigError
 from raycompo.seeding import SERVER, generator
 
 EVAL_STREAM = 99
@@ -193,6 +194,9 @@ class Federation:
     def restore(self, ckpt: dict[str, Any]) -> None:
         """Continue from a checkpoint (same config): model, server and client states."""
         assert self.pool is not None
+        if tuple(ckpt["w"].shape) != tuple(self.w.shape):
+            raise ConfigError(f"the checkpoint's model has shape {tuple(ckpt['w'].shape)}, this run's "
+                              f"{tuple(self.w.shape)}: it belongs to another run and was not restored")
         self.round, self.w, self.state = int(ckpt["round"]), ckpt["w"].to(self.dtype), ckpt["server_state"]
         self.elapsed = float(ckpt["elapsed"])
         self.pool.load_client_states(ckpt["client_states"])

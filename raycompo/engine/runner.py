@@ -3,17 +3,17 @@ the loop, and tell the observers (output files, progress, Tune, dashboard) what 
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from raycompo import plugins
+from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint
@@ -24,7 +24,8 @@ from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
 from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
-from raycompo.results import RunWriter, read_config, read_rows
+from raycompo.errors import ConfigError
+from raycompo.results import RunWriter, read_config
 
 
 @dataclass
@@ -52,6 +53,21 @@ class RunResult:
         return self.rows[-1] if self.rows else {}
 
 
+def _one_process_per_folder(fn):
+    """`run` holds the lock of its output folder from before it reads anything there to
+    after its last write (raycompo/lockfile.py): a second process is refused."""
+
+    @functools.wraps(fn)
+    def locked(cfg: RunConfig, out: str | None = None, *args: Any, **kwargs: Any) -> RunResult:
+        if not out:
+            return fn(cfg, out, *args, **kwargs)
+        with lockfile.hold(out, "resume" if kwargs.get("resume") else "run"):
+            return fn(cfg, out, *args, **kwargs)
+
+    return locked
+
+
+@_one_process_per_folder
 def run(
     cfg: RunConfig,
     out: str | None = None,
@@ -79,7 +95,10 @@ def run(
     Ray actor dies (a host or the driver), the run restarts its actors, restores the last
     checkpoint (read back from `out`; kept in memory only when there is no `out`) and
     replays from there, at most `max_failures` times. `resume=True` continues the run in
-    `out` from its checkpoint.
+    `out` from its checkpoint, which must be this run's (same task, algorithm, settings,
+    seed, clients and model shape) and at most at round `cfg.rounds`, with metrics.csv
+    holding every row up to it; `overwrite=True` first removes every file of the run that
+    was in `out`. One process at a time writes `out` (it holds the folder's lock).
 
     `hosts` (Ray backend, `driver="local"`): where the host actors come from, e.g. a
     `host_actors.ReusedHosts` that keeps them for the next run (a sweep's trials); by
@@ -92,9 +111,15 @@ def run(
     resolved = resolve(cfg)  # fail fast, before any actor starts
     backend = get_backend(cfg.backend)
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    start_ckpt = checkpoint.load(Path(out) / checkpoint.FILE) if resume and out else None
+    if max_failures < 0:
+        raise ConfigError(f"max_failures (--max-failures) must be >= 0, got {max_failures}")
+    if checkpoint_every is not None and checkpoint_every < 1:
+        raise ConfigError(f"checkpoint_every (--checkpoint-every) must be >= 1, got {checkpoint_every}")
+    if resume and (not out or overwrite):
+        raise ConfigError("resume continues the run in its folder: give that folder (out), without overwrite")
+    fingerprint = checkpoint.fingerprint(resolved)
+    start_ckpt, rows = checkpoint.resume_point(out, fingerprint, cfg.rounds) if resume and out else (None, [])
     start_round = int(start_ckpt["round"]) if start_ckpt is not None else 0
-    rows: list[Row] = read_rows(out, start_round) if start_ckpt is not None and out else []
     if resume and out:
         changed = plugins.changed_code(read_config(out), resolved.task_cls, resolved.algo_cls)
         if changed:
@@ -110,7 +135,7 @@ def run(
         writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
     ckpt = None
     if out or backend.uses_ray:
-        ckpt = checkpoint.Checkpointer(checkpoint_every or checkpoint.DEFAULT_EVERY, out)
+        ckpt = checkpoint.Checkpointer(checkpoint_every or checkpoint.DEFAULT_EVERY, out, fingerprint)
         if start_ckpt is not None:
             ckpt.resumed_from(start_ckpt)
     live = RayMetrics() if backend.uses_ray else None  # the dashboard's metrics

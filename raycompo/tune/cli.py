@@ -121,8 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    outcome = run_sweep(space, meta, store, max_concurrent=args.max_concurrent, quiet=args.quiet,
-                        stop_after=args.stop_after)
+    try:
+        outcome = run_sweep(space, meta, store, max_concurrent=args.max_concurrent, quiet=args.quiet,
+                            stop_after=args.stop_after)
+    except RaycompoError as exc:  # e.g. another sweep process holds the folder
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     counts = ", ".join(f"{v} {k}" for k, v in sorted(outcome.counts.items()))
     print(f"\nbest per algorithm ({meta['metric']}, {meta['mode']}; {meta['task']}, {meta['rounds']} rounds):")
     print(outcome.table)

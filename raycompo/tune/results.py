@@ -71,6 +71,13 @@ class SweepStore:
         self.best_path = self.dir / "best.json"
         self.meta_path = self.dir / "sweep.json"
 
+    def lock(self):
+        """`with store.lock():` this process is the one that writes the sweep folder
+        (raycompo/lockfile.py); a ConfigError names the live process that holds it."""
+        from raycompo.lockfile import hold
+
+        return hold(self.dir, "sweep")
+
     # --- metadata ----------------------------------------------------------------
     def exists(self) -> bool:
         return self.meta_path.exists()

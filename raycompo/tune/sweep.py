@@ -19,6 +19,7 @@ round 0 (they had not been recorded).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -351,6 +352,18 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     start(address, include_dashboard=False, num_cpus=num_cpus, quiet=True)
 
 
+def _one_process_per_folder(fn):
+    """`run_sweep` holds the sweep folder's lock while it runs (SweepStore.lock)."""
+
+    @functools.wraps(fn)
+    def locked(space: Space, meta: dict[str, Any], store: SweepStore, *args: Any, **kwargs: Any) -> SweepOutcome:
+        with store.lock():
+            return fn(space, meta, store, *args, **kwargs)
+
+    return locked
+
+
+@_one_process_per_folder
 def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_concurrent: int | None = None,
               stream=None, quiet: bool = False, stop_after: int | None = None) -> SweepOutcome:
     """Run what `plan` says is left, in one Tune run; write the result files.
