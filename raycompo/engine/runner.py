@@ -16,7 +16,7 @@ import pandas as pd
 from raycompo import plugins
 from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
-from raycompo.engine import checkpoint
+from raycompo.engine import checkpoint, memory
 from raycompo.engine.driver import start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
@@ -91,6 +91,8 @@ def run(
     cfg = cfg.canonical()  # recorded so that any folder (and --resume) finds the classes again
     resolved = resolve(cfg)  # fail fast, before any actor starts
     backend = get_backend(cfg.backend)
+    if not (backend.uses_ray and address):  # a population this machine cannot hold: exit 2, no folder
+        memory.check(resolved, backend.uses_ray)  # (joining a cluster: checked against it below)
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     start_ckpt = checkpoint.load(Path(out) / checkpoint.FILE) if resume and out else None
     start_round = int(start_ckpt["round"]) if start_ckpt is not None else 0
@@ -128,6 +130,9 @@ def run(
             ensure_ray(address, include_dashboard)
             # Checked against the cluster before any actor starts (a ConfigError, not a wait).
             plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
+            if address:
+                memory.check(resolved, True, placement=plan, available=memory.available_cluster(),
+                             where="in the Ray cluster (its memory resource)")
             if writer is not None:
                 writer.record(placement=plan.record())
         with interruptible():
