@@ -53,12 +53,18 @@ def parse_value(text: str) -> Any:
 
 
 def _coerce(name: str, value: Any, annotation: Any) -> Any:
-    """Coerce a parsed value to the field's declared type; reject what does not fit."""
-    if value is None:
-        return None
+    """Coerce a parsed value to the field's declared type; reject what does not fit: None
+    where the type is not optional, and a bool where a number is wanted (True is not 1)."""
     origin = typing.get_origin(annotation)
+    is_union = origin in (typing.Union, getattr(__import__("types"), "UnionType", None))
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    target = args[0] if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and args else annotation
+    target = args[0] if is_union and args else annotation
+    if value is None:
+        if is_union and type(None) in typing.get_args(annotation) or annotation is Any:
+            return None
+        raise ConfigError(f"setting {name}=None is not a valid {getattr(target, '__name__', target)}: {name} cannot be none")
+    if isinstance(value, bool) and target in (int, float):
+        raise ConfigError(f"setting {name}={value!r} is not a valid {target.__name__}: a boolean is not a number")
     try:
         if target is bool:
             if isinstance(value, bool):

@@ -42,6 +42,9 @@ def test_outputs(tmp_path):
         (["--set", "tau=0"], "tau must be >= 1"),
         (["--set", "learning_rate=0.1"], "unknown setting(s) learning_rate"),
         (["--set", "tau=1.5"], "tau=1.5 is not a valid int"),
+        (["--set", "lr=true"], "lr=True is not a valid float: a boolean is not a number"),
+        (["--set", "tau=false"], "tau=False is not a valid int: a boolean is not a number"),
+        (["--set", "lr=none"], "lr=None is not a valid float"),
         (["--set", "lr"], "--set expects key=value"),
     ],
 )

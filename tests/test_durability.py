@@ -18,7 +18,7 @@ import torch
 
 from raycompo.config import RunConfig
 from raycompo.engine import checkpoint, run
-from raycompo.engine.faults import KillActor
+from raycompo.engine.faults import KillActor, KillOnRestore
 from raycompo.engine.observers import Observer
 from raycompo.run import main
 from tests.helpers import SMALL_DRO, assert_rows_close, small_config
@@ -158,6 +158,48 @@ def test_failures_past_the_limit_fail_the_run(ray_session, tmp_path):
     stored = json.loads((tmp_path / "config.json").read_text())
     assert stored["status"] == "failed" and stored["error"]
     assert checkpoint.load(tmp_path / checkpoint.FILE)["round"] == 2  # resumable
+
+
+@pytest.mark.parametrize("victim", ["clients-0", "driver"])
+def test_a_death_during_recovery_is_retried_with_the_unfaulted_metrics(ray_session, tmp_path, victim):
+    """A host dies after round 3; while the new driver and hosts restore the checkpoint of
+    round 2, `victim` dies too. That is failure 2 of 3, retried from the same checkpoint."""
+    cfg = small_config("ditto", rounds=6)
+    inline = run(cfg)
+    ray_cfg = dataclasses.replace(cfg, backend="ray", clients_per_actor=2, cpus_per_actor=0.5)
+    lines: list[str] = []
+    ns = f"fault-restore-{victim}"
+    with KillOnRestore(victim, namespace=ns) as during:
+        faulted = run(ray_cfg, out=tmp_path / "run", namespace=ns, checkpoint_every=2, log=lines.append,
+                      observers=[KillActor("clients-1", after=3)])
+    assert len(during.killed_at) == 1
+    assert faulted.status == "completed"
+    assert_rows_close(inline.rows, faulted.rows, tol=1e-6)
+    assert_rows_close(inline.rows, pd.read_csv(tmp_path / "run" / "metrics.csv").to_dict("records"), tol=1e-6)
+    assert len(lines) == 2, lines
+    assert "at round 4" in lines[0] and "failure 1 of at most 3" in lines[0]
+    assert "while restarting" in lines[1] and "checkpoint of round 2" in lines[1] and "failure 2 of at most 3" in lines[1]
+
+
+def test_a_resume_whose_restore_fails_is_retried_and_deaths_count_to_the_limit(ray_session, tmp_path):
+    """`--resume`'s own restore is retried too; deaths during restores count like any other:
+    past --max-failures the run fails, still resumable."""
+    cfg = dataclasses.replace(small_config("fedavg", rounds=5), backend="ray", clients_per_actor=2, cpus_per_actor=0.5)
+    inline = run(dataclasses.replace(cfg, backend="inline"))
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, out=tmp_path, namespace="fault-resume-0", checkpoint_every=2, observers=[StopAt(3)])
+    lines: list[str] = []
+    with KillOnRestore("clients-1", namespace="fault-resume-1", times=99) as during:
+        with pytest.raises(Exception, match="(?i)actor"):
+            run(cfg, out=tmp_path, namespace="fault-resume-1", checkpoint_every=2, resume=True, max_failures=2,
+                log=lines.append)
+    assert len(during.killed_at) == 3 and len(lines) == 2  # failures 1 and 2 retried, the 3rd is one too many
+    stored = json.loads((tmp_path / "config.json").read_text())
+    assert stored["status"] == "failed" and stored["error"]
+    with KillOnRestore("clients-1", namespace="fault-resume-2", times=1) as during:
+        resumed = run(cfg, out=tmp_path, namespace="fault-resume-2", checkpoint_every=2, resume=True, log=lines.append)
+    assert resumed.status == "completed" and len(during.killed_at) == 1 and len(lines) == 3
+    assert_rows_close(inline.rows, pd.read_csv(tmp_path / "metrics.csv").to_dict("records"), tol=1e-6)
 
 
 @pytest.mark.parametrize("command", [["raycompo.run", "--rounds", "1"], ["raycompo.tune", "--space", "dro"]])

@@ -205,6 +205,29 @@ def test_resume_after_interruption_runs_no_trial_twice(search, tmp_path, ray_ses
     assert len(pd.read_csv(out / "trials.csv")) == expected
 
 
+@pytest.mark.parametrize("search", ["grid", "optuna"])
+def test_an_algorithm_with_nothing_swept_runs_its_defaults_once(search, tmp_path, ray_session):
+    """`fedavg: {}` (sweeps/dro.yaml: "runs the defaults") and `qfedavg: null`: one trial
+    each, under both searches, and a stopped sweep resumes."""
+    path = write_space(tmp_path, """
+        task: dro-mnist5k
+        rounds: 1
+        samples: 3
+        algorithms:
+          fedavg: {}
+          qfedavg: null
+    """)
+    out = tmp_path / "sweep"
+    rc = main(["--space", path, "--search", search, "--out", str(out), "--stop-after", "1", "--max-concurrent", "1",
+               "--quiet"])
+    assert rc == 130 and len(pd.read_csv(out / "trials.csv")) == 1
+    assert main(["--resume", str(out), "--quiet"]) == 0
+    raw = pd.read_csv(out / "trials.csv")
+    assert sorted(raw["algorithm"]) == ["fedavg", "qfedavg"] and raw["trial_id"].is_unique
+    assert all(json.loads(s) == {} for s in raw["settings"])  # the defaults
+    assert main(["--resume", str(out), "--quiet"]) == 0 and len(pd.read_csv(out / "trials.csv")) == 2
+
+
 # --- bad input: exit code 2 and one message, before any trial -------------------------
 
 
@@ -230,6 +253,9 @@ def test_unknown_space_lists_available(capsys):
         ("task: dro-mnist5k\nalgorithms: [fedavg]\n", "algorithms must be a non-empty mapping"),
         ("task: dro-mnist5k\nalgorithms: {fedavg: {lr: [0.1]\n", "not valid YAML"),
         ("algorithms: {fedavg: {lr: [0.1]}}\n", "missing key(s) task"),
+        ("task: dro-mnist5k\nalgorithms: {fedavg: {lr: [null]}}\n", "lr=None is not a valid float"),
+        ("task: dro-mnist5k\nalgorithms: {fedavg: {lr: [true]}}\n", "lr=True is not a valid float: a boolean"),
+        ("task: dro-mnist5k\nalgorithms: {fedavg: {tau: [1, true]}}\n", "tau=True is not a valid int"),
     ],
 )
 def test_bad_space_file_fails_fast(text, message, tmp_path, capsys):

@@ -1,9 +1,11 @@
-"""Fault injection: kill one of a run's named actors after a given round, to test and to
+"""Fault injection: kill one of a run's named actors after a given round (`KillActor`) or
+while it restores a checkpoint (`KillOnRestore`), to test and to
 measure the recovery from a dead actor (tests/test_durability.py,
 `python -m raycompo.bench recovery`)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from raycompo.engine.observers import Observer, Row, RunInfo
@@ -27,3 +29,68 @@ class KillActor(Observer):
 
             ray.kill(ray.get_actor(self.name, namespace=self.namespace), no_restart=True)
             self.killed_at.append(time.perf_counter())
+
+
+def kill(name: str, namespace: str | None, timeout: float = 30.0) -> None:
+    """Kill the run's actor `name` as a dead process would, and wait (at most `timeout`
+    seconds) until Ray has it dead: its name is free again."""
+    import ray
+
+    ray.kill(ray.get_actor(name, namespace=namespace), no_restart=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            return
+        time.sleep(0.02)
+
+
+class KillOnRestore:
+    """A context manager: while it is active, each restore of a checkpoint (the recovery's
+    or `resume=True`'s) first kills the run's actor `name` ('clients-<j>' or 'driver'), at
+    most `times` times: a death *during* recovery, once the new driver and hosts have
+    started and before their states are loaded. It wraps `restore` of the driver as this
+    process calls it (`RemoteDriver` for the driver actor, `Federation` for a local one).
+    `killed_at`: time.perf_counter() of each kill.
+
+        with KillOnRestore("clients-0", namespace=ns):
+            run(cfg, namespace=ns, observers=[KillActor("clients-1", after=3)])
+    """
+
+    def __init__(self, name: str, namespace: str, times: int = 1):
+        self.name, self.namespace, self.times = name, namespace, times
+        self.killed_at: list[float] = []
+        self._saved: list[tuple[type, object]] = []
+
+    def __enter__(self) -> KillOnRestore:
+        from raycompo.engine.driver import RemoteDriver
+        from raycompo.engine.federation import Federation
+
+        for cls in (Federation, RemoteDriver):
+            original = cls.__dict__.get("restore")
+            self._saved.append((cls, original))
+            cls.restore = self._wrap(original)  # type: ignore[attr-defined]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, original in self._saved:
+            if original is None:
+                del cls.restore  # type: ignore[attr-defined]
+            else:
+                cls.restore = original  # type: ignore[attr-defined]
+        self._saved = []
+
+    def _wrap(self, original):
+        pid = os.getpid()
+
+        def restore(fed, ckpt):
+            # only here: a driver actor started while this is active may carry a copy along
+            if os.getpid() == pid and len(self.killed_at) < self.times:
+                kill(self.name, self.namespace)
+                self.killed_at.append(time.perf_counter())
+            if original is not None:
+                return original(fed, ckpt)
+            return fed.__getattr__("restore")(ckpt)  # RemoteDriver: forwarded to the driver actor
+
+        return restore

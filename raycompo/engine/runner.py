@@ -16,7 +16,7 @@ import pandas as pd
 from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
-from raycompo.engine import checkpoint
+from raycompo.engine import checkpoint, memory
 from raycompo.engine.driver import start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
@@ -110,6 +110,8 @@ def run(
     cfg = cfg.canonical()  # recorded so that any folder (and --resume) finds the classes again
     resolved = resolve(cfg)  # fail fast, before any actor starts
     backend = get_backend(cfg.backend)
+    if not (backend.uses_ray and address):  # a population this machine cannot hold: exit 2, no folder
+        memory.check(resolved, backend.uses_ray)  # (joining a cluster: checked against it below)
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     if max_failures < 0:
         raise ConfigError(f"max_failures (--max-failures) must be >= 0, got {max_failures}")
@@ -153,15 +155,26 @@ def run(
             ensure_ray(address, include_dashboard)
             # Checked against the cluster before any actor starts (a ConfigError, not a wait).
             plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
+            if address:
+                memory.check(resolved, True, placement=plan, available=memory.available_cluster(),
+                             where="in the Ray cluster (its memory resource)")
             if writer is not None:
                 writer.record(placement=plan.record())
         with interruptible():
-            fed = _start(resolved, backend, driver, namespace, placement_group, (ckpt, live), start_ckpt, label, hosts)
-            start_ckpt = None  # restored: its client states need not stay in memory
-            watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace,
-                                   start_round=start_round))
+            # Every actor failure, wherever it happens (starting the driver and hosts,
+            # restoring the checkpoint, the rounds), counts once and restarts from the last
+            # checkpoint: a second death during recovery is retried like the first.
+            restore_from, started = start_ckpt, False
             while True:
                 try:
+                    if fed is None:
+                        fed = _start(resolved, backend, driver, namespace, placement_group, (ckpt, live), restore_from,
+                                     label, hosts)
+                        start_ckpt = restore_from = None  # restored: its client states need not stay in memory
+                        if not started:
+                            started = True
+                            watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace,
+                                                   start_round=start_round))
                     status = run_rounds(fed, cfg.rounds, watch, rows)
                     break
                 except ACTOR_FAILURES as exc:
@@ -169,16 +182,17 @@ def run(
                     last = ckpt.round if ckpt is not None else None
                     if last is None or failures > max_failures:
                         raise
-                    say(f"raycompo: {describe(exc)} at round {rows[-1]['round'] + 1 if rows else 0}; restarting the "
-                        f"actors from the checkpoint of round {last} (failure {failures} of at most {max_failures})")
+                    where = f"at round {rows[-1]['round'] + 1 if rows else 0}" if fed is not None else \
+                        f"while restarting from the checkpoint of round {last}"
+                    say(f"raycompo: {describe(exc)} {where}; restarting the actors from the checkpoint of round "
+                        f"{last} (failure {failures} of at most {max_failures})")
                     _close(fed)
                     fed = None
                     rows[:] = [r for r in rows if r["round"] <= last]
                     if writer is not None:
                         writer.truncate(last)
                     # read back from disk when the run has a folder (see Checkpointer.latest)
-                    fed = _start(resolved, backend, driver, namespace, placement_group, (ckpt, live), ckpt.latest(),
-                                 label, hosts)
+                    restore_from = ckpt.latest()
             if writer is not None and status == "completed":
                 writer.write_frames(fed.artifacts())
             watch.on_end(status, rows[-1] if rows else {})

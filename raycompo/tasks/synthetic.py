@@ -102,6 +102,12 @@ class Synthetic(ClassificationTask):
     def n_clients(self) -> int:
         return self.settings.n_clients
 
+    def client_bytes(self) -> int:
+        """Memory of the largest client's data (engine/memory.py): max_samples + val_per_client
+        rows of n_features float32 and an int64 label, plus the tensors' overhead."""
+        s = self.settings
+        return (s.max_samples + s.val_per_client) * (4 * s.n_features + 8) + 1024
+
     def build_module(self) -> torch.nn.Module:
         return LogisticRegression(self.settings.n_features, self.settings.n_classes)
 

@@ -419,8 +419,10 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
         for algo, t in todo.items():
             if t["n"] == 0:
                 continue
-            if opts["search"] == "grid":
-                searchers[algo] = ListSearcher(t["todo"], metric=metric, mode=mode)
+            if opts["search"] == "grid" or not space.algorithms[algo]:
+                # nothing swept (`fedavg: {}`): its one configuration, the defaults, is the grid
+                todo_points = t["todo"] if t["todo"] is not None else space.grid(algo)
+                searchers[algo] = ListSearcher(todo_points, metric=metric, mode=mode)
                 continue
             dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.algorithms[algo].items()}
             finished = t["finished"]
