@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return 0
     from raycompo.engine import run
-    from raycompo.engine.signals import Interrupted
+    from raycompo.engine.signals import exit_code
 
     out = args.out
     try:
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
-        code = exc.exit_code if isinstance(exc, Interrupted) else 130
+        code = exit_code(exc)  # 143 for SIGTERM, also where Ray re-raised it as a plain KeyboardInterrupt
         print(f"interrupted{_resume_hint(out)}", file=sys.stderr)
         return code
     except Exception as exc:  # a failure the run could not recover from

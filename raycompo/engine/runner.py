@@ -132,6 +132,10 @@ def run(
     partition = resolved.make_task().partition_record() if hasattr(resolved.task_cls, "partition_record") else {}
     if partition:
         config["partition"] = partition
+    if backend.uses_ray:
+        # Before the run folder exists: a cluster that never answers (or SIGTERM while
+        # waiting for it) leaves nothing that blocks the same `out` next time.
+        ensure_ray(address, include_dashboard)
     writer = None
     if out:
         writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
@@ -152,7 +156,6 @@ def run(
     failures = 0
     try:
         if backend.uses_ray:
-            ensure_ray(address, include_dashboard)
             # Checked against the cluster before any actor starts (a ConfigError, not a wait).
             plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
             if address:

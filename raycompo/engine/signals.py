@@ -1,7 +1,13 @@
 """SIGINT and SIGTERM end a run cleanly: both raise `Interrupted` in the main thread, the
 runner marks the run 'interrupted' (its last checkpoint stays resumable) and the CLI
 exits 130 / 143. Ray installs its own handlers when it starts, so the runner installs
-these after Ray is up."""
+these after Ray is up (and `ray_start.ensure_ray` makes SIGTERM raise `Interrupted` from
+the first wait on Ray on).
+
+Ray turns an exception raised by a signal handler while its C++ code waits (an actor
+starting, `ray.get`) into a plain `KeyboardInterrupt`: `interruptible` turns that back
+into the `Interrupted` of the signal received, and `exit_code` finds the signal for a
+CLI that caught one outside such a block."""
 
 from __future__ import annotations
 
@@ -9,6 +15,9 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+
+_received: list[int] = []
+"""Signals that `raise_interrupted` turned into Interrupted in this process, in order."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -23,8 +32,18 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
-def _raise(signum: int, frame: object) -> None:
+def raise_interrupted(signum: int, frame: object) -> None:
+    """A signal handler: raise Interrupted(signum) (and remember the signal)."""
+    _received.append(signum)
     raise Interrupted(signum)
+
+
+def exit_code(exc: BaseException) -> int:
+    """A CLI's exit status for an interruption: 128 + the signal (143 for SIGTERM), also
+    when Ray turned the `Interrupted` into a plain KeyboardInterrupt; 130 otherwise."""
+    if isinstance(exc, Interrupted):
+        return exc.exit_code
+    return 128 + _received[-1] if _received else 128 + signal.SIGINT
 
 
 @contextlib.contextmanager
@@ -33,9 +52,40 @@ def interruptible() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
+    seen = len(_received)
+    old = {s: signal.signal(s, raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt as exc:
+        if len(_received) > seen:  # ours, turned into a plain KeyboardInterrupt by Ray
+            raise Interrupted(_received[-1]) from exc
+        raise
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def sigterm_as_sigint(received: list[int]) -> Iterator[None]:
+    """Within the block, SIGTERM does what SIGINT's handler of the moment does (Ray Tune's
+    `fit` stops the experiment gracefully on the first SIGINT), and is appended to
+    `received`; where SIGINT would raise KeyboardInterrupt, SIGTERM raises Interrupted."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: object) -> None:
+        received.append(signum)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler) and handler is not signal.default_int_handler:
+            handler(signal.SIGINT, frame)
+        else:
+            raise_interrupted(signum, frame)
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

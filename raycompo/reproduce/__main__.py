@@ -191,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C (130) or SIGTERM (143): finished runs are kept; run again to go on
+        from raycompo.engine.signals import exit_code
+
+        print("interrupted; the same command skips the runs already finished", file=sys.stderr)
+        return exit_code(exc)
     return 0
 
 

@@ -255,17 +255,15 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
         for j in todo:
             report(execute(j.cfg.to_dict(), str(j.out), classes))
         return results
-    import os
-
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     import ray
+
+    from raycompo.engine.ray_start import ensure_ray
 
     started = False
     if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        # --address: joined within RAYCOMPO_CONNECT_TIMEOUT; none: a private local Ray
+        # (never a cluster `ray start` left on the machine), on loopback only.
+        ensure_ray(address, include_dashboard=False, num_cpus=None if address else workers, quiet=True)
         started = True
     pending: list = []
     try:

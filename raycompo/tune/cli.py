@@ -8,15 +8,18 @@
 Writes trials.csv (one row per trial, with the command that re-runs it),
 metrics.parquet (every round of every trial) and best.json (best settings per
 algorithm) under --out (default sweep_results/<space>-<timestamp>).
-Exit codes: 0 done, 2 bad input or missing data, 130 interrupted (continue with --resume).
+Exit codes: 0 done, 2 bad input or missing data, 130 interrupted by Ctrl-C, 143 by SIGTERM
+(continue with --resume).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from raycompo.backends import backend_names
+from raycompo.engine.signals import exit_code, sigterm_as_sigint
 from raycompo.errors import RaycompoError
 from raycompo.run import parse_sets
 from raycompo.tune.space import available_spaces, load_space
@@ -121,12 +124,21 @@ def main(argv: list[str] | None = None) -> int:
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while Ray starts: nothing written yet
+        print("interrupted before the sweep started", file=sys.stderr)
+        return exit_code(exc)
+    terminated: list[int] = []
     try:
-        outcome = run_sweep(space, meta, store, max_concurrent=args.max_concurrent, quiet=args.quiet,
-                            stop_after=args.stop_after)
+        with sigterm_as_sigint(terminated):  # SIGTERM stops the sweep as Ctrl-C does
+            outcome = run_sweep(space, meta, store, max_concurrent=args.max_concurrent, quiet=args.quiet,
+                                stop_after=args.stop_after)
     except RaycompoError as exc:  # e.g. another sweep process holds the folder
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:  # a second signal, or one before Tune's handler was up
+        hint = f"; continue it with: python -m raycompo.tune --resume {store.dir}" if store.exists() else ""
+        print(f"sweep interrupted{hint}", file=sys.stderr)
+        return 128 + signal.SIGTERM if terminated else exit_code(exc)
     counts = ", ".join(f"{v} {k}" for k, v in sorted(outcome.counts.items()))
     print(f"\nbest per algorithm ({meta['metric']}, {meta['mode']}; {meta['task']}, {meta['rounds']} rounds):")
     print(outcome.table)
@@ -139,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if outcome.interrupted:
         print(f"sweep stopped with {outcome.left} trial(s) left; continue it with: "
               f"python -m raycompo.tune --resume {store.dir}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return 128 + signal.SIGTERM if terminated else EXIT_INTERRUPTED
     return 0
 
 
