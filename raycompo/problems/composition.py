@@ -44,17 +44,24 @@ def compositional_gradient(
     `y_hat` is the point where the outer gradient is taken: the mini-batch inner value
     itself (ComFedL, the default) or an algorithm's running estimate (SCGD's u).
 
-    Eager autograd: v = grad g(y_hat) first, then one backward pass through the inner
-    map with `grad_outputs=v` (the VJP; about half the cost of torch.func.vjp + grad per
-    local step on small models). Inner maps may use torch.func inside (MAML's
-    w - lambda grad L(w)): the backward pass then carries the Hessian-vector product.
+    Eager autograd. At y_hat = f(w; B) (the default), one backward pass of g(f(w; B); B~)
+    through both maps: the engine computes v = grad g(y) and hands it to the inner map's
+    backward, the same kernels on the same values as the two-pass form below, so the same
+    bits, with one autograd call per step instead of two. At another y_hat: v = grad
+    g(y_hat) first, then one backward pass through the inner map with `grad_outputs=v`
+    (the VJP). Either is about half the cost of torch.func.vjp + grad per local step on
+    small models. Inner maps may use torch.func inside (MAML's w - lambda grad L(w)): the
+    backward pass then carries the Hessian-vector product.
     """
     with torch.enable_grad():
         w_ = w.detach().requires_grad_(True)
         y = problem.inner(w_, batch)
-        at = (y if y_hat is None else y_hat).detach().requires_grad_(True)
-        (v,) = torch.autograd.grad(problem.outer(at, batch1), at)
-        (u,) = torch.autograd.grad(y, w_, grad_outputs=v)
+        if y_hat is None:
+            (u,) = torch.autograd.grad(problem.outer(y, batch1), w_)
+        else:
+            at = y_hat.detach().requires_grad_(True)
+            (v,) = torch.autograd.grad(problem.outer(at, batch1), at)
+            (u,) = torch.autograd.grad(y, w_, grad_outputs=v)
     return u, y.detach()
 
 
