@@ -138,3 +138,15 @@ def test_inline_rounds_do_not_import_dynamo():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("gamma,center", [(1.0, None), (0.3, None), (2.0, None), (0.5, 1.7), (3.0, -0.2)])
+def test_kldro_outer_grad_is_bitwise_autograds(dtype, gamma, center):
+    from raycompo.problems import KLDRO
+
+    problem = KLDRO(lambda w, b: w.sum(), gamma, center=center)
+    for y in torch.linspace(-3, 4, 41, dtype=dtype).reshape(-1, 1):
+        at = y.clone().requires_grad_(True)
+        (v,) = torch.autograd.grad(problem.outer(at), at)
+        assert torch.equal(problem.outer_grad(y), v), (y, v, problem.outer_grad(y))
