@@ -150,3 +150,16 @@ def test_kldro_outer_grad_is_bitwise_autograds(dtype, gamma, center):
         at = y.clone().requires_grad_(True)
         (v,) = torch.autograd.grad(problem.outer(at), at)
         assert torch.equal(problem.outer_grad(y), v), (y, v, problem.outer_grad(y))
+
+
+def test_gradients_under_no_grad():
+    from raycompo.problems import KLDRO, compositional_gradient
+
+    x = torch.randn(6, 3)
+    problem = KLDRO(lambda w, b: ((b @ w).tanh() ** 2).mean(), 0.7)
+    w = torch.randn(3)
+    g, (u, y) = base.grad_of(problem.loss, w, x), compositional_gradient(problem, w, x)
+    with torch.no_grad():
+        assert torch.equal(base.grad_of(problem.loss, w, x), g)
+        u2, y2 = compositional_gradient(problem, w, x)
+    assert torch.equal(u2, u) and torch.equal(y2, y) and not u.requires_grad

@@ -62,21 +62,23 @@ def compositional_gradient(
     All three give the same bits. Inner maps may use torch.func inside (MAML's
     w - lambda grad L(w)): the backward pass then carries the Hessian-vector product.
     """
+    if not torch.is_grad_enabled():  # e.g. called under no_grad; the context costs ~5 us a step
+        with torch.enable_grad():
+            return compositional_gradient(problem, w, batch, batch1, y_hat)
+    w_ = w.detach().requires_grad_(True)
+    y = problem.inner(w_, batch)
+    y_val = y.detach()
     outer_grad = getattr(problem, "outer_grad", None)
-    with torch.enable_grad():
-        w_ = w.detach().requires_grad_(True)
-        y = problem.inner(w_, batch)
-        if outer_grad is not None:
-            with torch.no_grad():
-                v = outer_grad((y if y_hat is None else y_hat).detach(), batch1)
-            (u,) = torch.autograd.grad(y, w_, grad_outputs=v)
-        elif y_hat is None:
-            (u,) = torch.autograd.grad(problem.outer(y, batch1), w_)
-        else:
-            at = y_hat.detach().requires_grad_(True)
-            (v,) = torch.autograd.grad(problem.outer(at, batch1), at)
-            (u,) = torch.autograd.grad(y, w_, grad_outputs=v)
-    return u, y.detach()
+    if outer_grad is not None:  # on detached values: no graph
+        v = outer_grad(y_val if y_hat is None else y_hat.detach(), batch1)
+        (u,) = torch.autograd.grad(y, w_, grad_outputs=v)
+    elif y_hat is None:
+        (u,) = torch.autograd.grad(problem.outer(y, batch1), w_)
+    else:
+        at = y_hat.detach().requires_grad_(True)
+        (v,) = torch.autograd.grad(problem.outer(at, batch1), at)
+        (u,) = torch.autograd.grad(y, w_, grad_outputs=v)
+    return u, y_val
 
 
 def composite_value(problem: LocalComposition, w: torch.Tensor, batch: Any, batch1: Any = None) -> torch.Tensor:
