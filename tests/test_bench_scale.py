@@ -19,3 +19,22 @@ def test_main_prints_a_row(capsys):
     assert len(results) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0] == HEADER and len(out) == 3 and "command start" in out[2]
+
+
+def test_peak_rss_catches_a_short_peak():
+    """The kernel's peak RSS (VmHWM) is read, not sampled RSS: a 300 MB buffer held for far
+    less than the sampling interval still counts, and the next block starts afresh."""
+    import torch
+
+    from raycompo.bench.scale import PeakRSS
+
+    with PeakRSS(interval=10.0) as base:
+        pass
+    with PeakRSS(interval=10.0) as mem:
+        x = torch.ones(300 * 2**20 // 8, dtype=torch.float64)  # touched: resident
+        del x
+    assert mem.exact and mem.reset_ok
+    assert mem.peak - base.peak > 250 * 2**20
+    with PeakRSS(interval=10.0) as after:
+        pass
+    assert after.peak - base.peak < 100 * 2**20  # restarted at the block's start

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
-from raycompo.algorithms.base import client_phase
+from raycompo.algorithms.base import client_phase, grad_of
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.settings import require
 
@@ -142,4 +142,4 @@ class FastDRO(GlobalCOAlgorithm):
         def weighted(w):
             return (q * self.task.sample_losses(w, batch)).sum()
 
-        return {"g": torch.func.grad(weighted)(payload["w"]).detach()}, state
+        return {"g": grad_of(weighted, payload["w"])}, state

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from raycompo.algorithms.base import client_phase
+from raycompo.algorithms.base import client_phase, grad_of
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.settings import require
 
@@ -92,7 +92,7 @@ class PDSGD(GlobalCOAlgorithm):
             losses = self.task.sample_losses(w, batch)
             return (coef.to(losses.dtype).to(dev) * losses).sum(), losses
 
-        g, losses = torch.func.grad(weighted, has_aux=True)(payload["w"])
+        g, losses = grad_of(weighted, payload["w"], has_aux=True)
         ghat = torch.zeros_like(a)
         ghat[idx] = (n / size) * losses.detach().to("cpu", torch.float64)
         # mirror ascent; p = exp(a - log Z) with the global log Z (a stays bounded:

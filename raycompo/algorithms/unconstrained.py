@@ -11,9 +11,7 @@ the penalty it ignores is visible.
 
 from __future__ import annotations
 
-import torch
-
-from raycompo.algorithms.base import client_phase
+from raycompo.algorithms.base import client_phase, grad_of
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 
 
@@ -31,4 +29,4 @@ class Unconstrained(GlobalCOAlgorithm):
     @client_phase("grad")
     def client_grad(self, c, state, payload):
         batch = c.data.batch(c.rng(payload["j"], 0), self.s.batch_size)
-        return {"g": torch.func.grad(self.task.loss)(payload["w"], batch).detach()}, state
+        return {"g": grad_of(self.task.loss, payload["w"], batch)}, state

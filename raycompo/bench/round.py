@@ -10,15 +10,20 @@ the dashboard's pool gauges fetch, at most once per metrics report interval).
     python -m raycompo.bench round [--rounds 30] [--clients-per-actor N]
 
 Evaluation is excluded (rounds only). Figures are printed, never asserted: on a shared
-machine timings vary; compare the ratios of one run.
+machine timings vary; compare the ratios of one run. Besides wall-clock time, the hand-written
+loop and inline also get this process's CPU seconds per round (`time.process_time`; with
+`--threads 1` the work itself, less sensitive to other load than wall time; the Ray engine's
+work is in other processes).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -28,12 +33,19 @@ from raycompo.engine.federation import Federation
 from raycompo.seeding import CLIENT, generator
 
 
-def engine_seconds_per_round(fed, rounds: int, warmup: int) -> float:
+class Timing(NamedTuple):
+    wall: float
+    """Wall-clock seconds per round."""
+    cpu: float
+    """This process's CPU seconds per round."""
+
+
+def engine_seconds_per_round(fed, rounds: int, warmup: int) -> Timing:
     fed.run_rounds(warmup)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(rounds):
         fed.run_rounds(1)  # one call per round, as the run CLI does
-    return (time.perf_counter() - t0) / rounds
+    return Timing((time.perf_counter() - t0) / rounds, (time.process_time() - c0) / rounds)
 
 
 def call_seconds(fn, calls: int) -> float:
@@ -45,7 +57,7 @@ def call_seconds(fn, calls: int) -> float:
     return (time.perf_counter() - t0) / calls
 
 
-def hand_written_seconds_per_round(cfg: RunConfig, rounds: int, warmup: int) -> float:
+def hand_written_seconds_per_round(cfg: RunConfig, rounds: int, warmup: int) -> Timing:
     """ComFedL Algorithm 1 written directly: the same data, batches and maths."""
     r = resolve(cfg)
     s = r.algo_settings
@@ -75,10 +87,10 @@ def hand_written_seconds_per_round(cfg: RunConfig, rounds: int, warmup: int) -> 
 
     for rnd in range(warmup):
         one_round(rnd)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for rnd in range(warmup, warmup + rounds):
         one_round(rnd)
-    return (time.perf_counter() - t0) / rounds
+    return Timing((time.perf_counter() - t0) / rounds, (time.process_time() - c0) / rounds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,20 +118,27 @@ def main(argv: list[str] | None = None) -> int:
     inline = Federation(cfg)
     remote = start_driver(resolve(ray_cfg), get_backend("ray"), "actor", "raycompo-bench")
     times: dict[str, list[float]] = {"hand-written": [], "inline": [], "ray": [], "pool_stats": []}
+    cpu: dict[str, list[float]] = {"hand-written": [], "inline": []}
     for _ in range(args.repeats):
-        times["hand-written"].append(hand_written_seconds_per_round(cfg, args.rounds, args.warmup))
-        times["inline"].append(engine_seconds_per_round(inline, args.rounds, args.warmup))
-        times["ray"].append(engine_seconds_per_round(remote, args.rounds, args.warmup))
+        for k, t in (("hand-written", hand_written_seconds_per_round(cfg, args.rounds, args.warmup)),
+                     ("inline", engine_seconds_per_round(inline, args.rounds, args.warmup))):
+            times[k].append(t.wall)
+            cpu[k].append(t.cpu)
+        times["ray"].append(engine_seconds_per_round(remote, args.rounds, args.warmup).wall)
         times["pool_stats"].append(call_seconds(remote.pool_stats, args.rounds))
     remote.close()
     ray.shutdown()
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"ComFedL on dro-mnist5k: 10 clients, tau=5, batch 32; {args.rounds} rounds x {args.repeats} repeats (median)")
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"torch threads here: {torch.get_num_threads()}; ray hosts: clients_per_actor={args.clients_per_actor or 'auto'}, cpus_per_actor={args.cpus_per_actor}")
     for k in ("hand-written", "inline", "ray"):
         v = med[k]
         print(f"  {k:<13} {v * 1000:8.2f} ms/round   (all: {', '.join(f'{x * 1000:.2f}' for x in times[k])})")
     print(f"  ratio inline / hand-written: {med['inline'] / med['hand-written']:.2f}")
+    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+    print(f"  CPU ms/round here: hand-written {mcpu['hand-written'] * 1000:.2f}, inline {mcpu['inline'] * 1000:.2f}; "
+          f"ratio {mcpu['inline'] / mcpu['hand-written']:.2f}")
     print(f"  ratio ray / inline:          {med['ray'] / med['inline']:.2f}   (target <= 3)")
     print(f"  pool_stats() of the ray driver (what the dashboard gauges fetch): {med['pool_stats'] * 1000:.2f} ms a call, "
           f"{med['pool_stats'] / med['ray']:.0%} of a ray round")

@@ -14,8 +14,10 @@ be read), runs `--rounds` rounds and prints one row:
   imports) to the end of round 1; a last line gives the command's start (interpreter and
   imports included) to the end of the first row's round 1;
 - peak MB: peak resident memory of this process and all its descendants (for a Ray
-  instance started here: GCS, raylet, its workers and agents), sampled by a background
-  thread every 50 ms with psutil (Ray's bundled copy when psutil is not installed; RSS, so shared pages are counted once per process);
+  instance started here: GCS, raylet, its workers and agents): the sum of each process's
+  kernel peak RSS (VmHWM), restarted at each configuration's start and read before its
+  hosts end (`PeakRSS`; shared pages are counted once per process, and peaks of
+  different processes are added as if they coincided);
 - state MB / spilled MB: idle client state held in memory / spilled to disk, summed over
   the hosts (`Host.stats()`);
 - busy: the busiest host's seconds in client phases, over the run (`pool_stats()`).
@@ -45,41 +47,90 @@ except ImportError:  # ray[default] ships its own copy, put on sys.path by `impo
 from raycompo.config import RunConfig
 
 
+def _status_kb(pid: int | str, field: str) -> int | None:
+    """A `kB` field of /proc/<pid>/status (VmHWM: the kernel's peak RSS), None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _reset_peak(pid: int | str) -> bool:
+    """Restart the kernel's peak RSS (VmHWM) of a process at its current RSS (Linux >= 4.0:
+    `5` written to /proc/<pid>/clear_refs); False where not allowed."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 class PeakRSS:
-    """Peak summed RSS of this process and its descendants, sampled in a thread."""
+    """Peak memory of this process and its descendants (for a Ray instance started here:
+    GCS, raylet, its workers and agents) during a `with` block: the sum over those
+    processes of each one's kernel peak RSS (VmHWM of /proc/<pid>/status, which misses no
+    short peak), reset at the start of the block. A thread re-reads every process's peak
+    every `interval` seconds, so a process that ends in the block still counts (with its
+    peak up to its last reading). Per-process peaks need not coincide: the sum is an upper
+    bound of the summed RSS at any one moment. Where a peak cannot be restarted it covers
+    the process's life (`reset_ok` False). Without /proc (not Linux), RSS sampled by the
+    thread instead, which misses peaks shorter than the interval."""
 
     def __init__(self, interval: float = 0.05):
         self.interval = interval
-        self.peak = 0
+        self.peaks: dict[int, int] = {}
+        """pid -> peak bytes seen for it in the block."""
+        self.exact = _status_kb("self", "VmHWM") is not None
+        self.reset_ok = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
+    @property
+    def peak(self) -> int:
+        return sum(self.peaks.values())
+
     @staticmethod
-    def current() -> int:
+    def _tree() -> list[Any]:
         me = psutil.Process()
-        total = 0
-        for p in [me, *me.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        return total
+        try:
+            return [me, *me.children(recursive=True)]
+        except psutil.Error:
+            return [me]
+
+    def read(self) -> None:
+        for p in self._tree():
+            kb = _status_kb(p.pid, "VmHWM") if self.exact else None
+            if kb is not None:
+                b = kb * 1024
+            else:
+                try:
+                    b = p.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peaks[p.pid] = max(self.peaks.get(p.pid, 0), b)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, self.current())
+            self.read()
             self._stop.wait(self.interval)
 
     def __enter__(self) -> PeakRSS:
-        self.peak = self.current()
+        # Restart every live process's peak now: one from an earlier block (this process,
+        # a Ray instance started before) must not carry that block's peak into this one.
+        self.reset_ok = all([_reset_peak(p.pid) for p in self._tree()]) if self.exact else False
+        self.read()
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, self.current())
-
+        self.read()
 
 @dataclass
 class Result:
@@ -149,6 +200,7 @@ def bench_one(backend: str, algo: str, n: int, m: int, rounds: int = 4, state_me
             hs = host_stats(fed)
             ps = fed.pool_stats()
         finally:
+            mem.read()  # the hosts' peaks, before they end
             fed.close()
     times = [float(r["round_time"]) for r in rows]
     return Result(

@@ -32,7 +32,7 @@ class FlatModel:
         return torch.cat([p.detach().reshape(-1) for p in m.parameters()]).clone()
 
     def unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
-        chunks = torch.split(w, self.numels)
+        chunks = w.split_with_sizes(self.numels)  # what torch.split(w, list) calls, minus its Python wrapper
         return {n: c.view(s) for n, c, s in zip(self.names, chunks, self.shapes)}
 
     def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

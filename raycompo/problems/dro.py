@@ -45,6 +45,14 @@ class KLDRO:
             return torch.exp(y / self.gamma).sum()
         return (self.gamma * torch.exp((y - self.center) / self.gamma)).sum()
 
+    def outer_grad(self, y: torch.Tensor, batch1: Any = None) -> torch.Tensor:
+        """grad g(y) by the operations autograd runs backward through `outer` (sum: ones;
+        exp: grad * exp(.); the scalar product and quotient: * gamma, / gamma), in the same
+        order: the same bits as autograd, without g's graph."""
+        if self.center is None:
+            return torch.exp(y / self.gamma) / self.gamma
+        return (self.gamma * torch.exp((y - self.center) / self.gamma)) / self.gamma
+
     def robust_value(self, w: torch.Tensor, batch: Any, batch1: Any = None) -> torch.Tensor:
         """f_i(w; B), the value inside the exponential (a scalar)."""
         return self.loss(w, batch).reshape(())
