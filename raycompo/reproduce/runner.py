@@ -123,8 +123,9 @@ def is_done(job: Job) -> bool:
     return all(cfg.get(k) == want[k] for k in SAME)
 
 
-def execute(cfg_dict: dict[str, Any], out: str) -> dict[str, Any]:
-    """One run, in this process (inline backend, one torch thread). Never raises."""
+def execute(cfg_dict: dict[str, Any], out: str, tracking: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One run, in this process (inline backend, one torch thread). Never raises.
+    `tracking`: {"trackers": [...], "experiment": claim, "uri": MLflow store} (trackers.py)."""
     import torch
 
     from raycompo.engine import run
@@ -133,7 +134,13 @@ def execute(cfg_dict: dict[str, Any], out: str) -> dict[str, Any]:
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
-        result = run(RunConfig.from_dict(cfg_dict), out=out, overwrite=True)
+        watch = []
+        if tracking and tracking.get("trackers"):
+            from raycompo.trackers import run_trackers
+
+            watch = run_trackers(tracking["trackers"], out, experiment=tracking.get("experiment"),
+                                 group=tracking.get("experiment"), uri=tracking.get("uri"))
+        result = run(RunConfig.from_dict(cfg_dict), out=out, overwrite=True, observers=watch)
         status, error, bad_input = result.status, "", False
     except RaycompoError as exc:  # missing data, bad settings: every run of the claim would fail so
         status, error, bad_input = "failed", str(exc), True
@@ -143,12 +150,19 @@ def execute(cfg_dict: dict[str, Any], out: str) -> dict[str, Any]:
 
 
 def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
-             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Run the jobs not yet done; `workers` at a time (Ray tasks), or here one by one (1)."""
+             log: Callable[[str], None] = print, progress: Any = None,
+             tracking: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Run the jobs not yet done; `workers` at a time (Ray tasks), or here one by one (1).
+    `progress`: a `raycompo.progress.SweepProgress` given the total here and a line per
+    finished run (instead of `log`); `tracking`: see `execute`."""
     todo = [j for j in jobs if not is_done(j)]
     if len(todo) < len(jobs):
         log(f"{len(jobs) - len(todo)} of {len(jobs)} runs already finished; skipping them")
     results: list[dict[str, Any]] = []
+    if progress is not None:
+        progress.total = len(todo)
+        if todo:
+            progress.begin()
 
     def report(res: dict[str, Any]) -> None:
         if res.get("bad_input"):
@@ -159,13 +173,24 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
         msg = f"[{len(results)}/{len(todo)}] {Path(res['out']).name}: {res['status']} ({res['time_s']:.1f} s)"
         if res["error"]:
             msg += f"\n    {res['error'].strip().splitlines()[0]}"
-        log(msg)
+        if progress is not None:
+            progress.done(msg)
+        else:
+            log(msg)
 
+    try:
+        return _run_todo(todo, workers, address, report, results, tracking)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _run_todo(todo, workers, address, report, results, tracking):
     if not todo:
         return results
     if workers <= 1 and address is None:
         for j in todo:
-            report(execute(j.cfg.to_dict(), str(j.out)))
+            report(execute(j.cfg.to_dict(), str(j.out), tracking))
         return results
     import os
 
@@ -186,7 +211,7 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
         while queue or pending:
             while queue and len(pending) < workers:
                 j = queue.pop(0)
-                pending.append(remote.remote(j.cfg.to_dict(), str(j.out)))
+                pending.append(remote.remote(j.cfg.to_dict(), str(j.out), tracking))
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
                 report(ray.get(ref))
