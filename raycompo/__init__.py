@@ -52,6 +52,7 @@ _EXPORTS = {
     # running
     "run": ("raycompo.run", None),
     "tune": ("raycompo.tune", None),
+    "plot": ("raycompo.plot", None),
     "resume": ("raycompo.api", "resume"),
     "RunResult": ("raycompo.engine.runner", "RunResult"),
     "SweepResult": ("raycompo.api", "SweepResult"),

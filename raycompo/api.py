@@ -65,7 +65,8 @@ def run(
     data_dir: str | None = None,
     threads: int | None = None,
     on_row: Callable[[Row], None] | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
+    tracker: str | Sequence[str] | None = None,
     observers: Sequence[Observer] = (),
 ):
     """Run one federated experiment and return its `RunResult`.
@@ -85,7 +86,12 @@ def run(
     dashboard: as --eval-every, --eval-clients, ... of `python -m raycompo.run`.
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
-    progress: print one progress line per round to stderr.
+    progress: True shows a progress bar (`tqdm.auto`: a widget in a notebook, a bar on a
+        terminal, at most ~100 plain lines elsewhere); or a mode of `raycompo.progress`
+        ('bar', 'notebook', 'lines').
+    tracker: 'mlflow' and/or 'wandb' (a name or a list): also log the settings, every row
+        and the run folder's files there (see `raycompo.trackers`; optional packages).
+    observers: more `Observer`s (on_start / on_row / on_end / on_failure) of the run.
 
     Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns),
     `.status` ('completed' or 'diverged'), `.config` (what config.json holds), `.final`
@@ -108,7 +114,7 @@ def run(
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
-                observers=observers)
+                tracker=tracker, observers=observers)
 
 
 def resume(
@@ -122,7 +128,8 @@ def resume(
     checkpoint_every: int | None = None,
     max_failures: int = 3,
     on_row: Callable[[Row], None] | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
+    tracker: str | Sequence[str] | None = None,
 ):
     """Continue the run in folder `out` from its last checkpoint (as `python -m
     raycompo.run --resume OUT`); `rounds` may change its total, not below the checkpoint's
@@ -142,25 +149,28 @@ def resume(
                 raise ConfigError(f"resume {out}: the run's {kind} is {recorded}, not {cls.__qualname__}")
             remember({(kind, recorded): cls})
     return _run(cfg, out=out, overwrite=False, resume=True, address=address, dashboard=dashboard,
-                checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress)
+                checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
+                tracker=tracker)
 
 
 def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, max_failures, on_row, progress,
-         observers=()):
+         tracker=None, observers=()):
     from raycompo.config import resolve
     from raycompo.engine.observers import Callback
     from raycompo.engine.runner import run as engine_run
+    from raycompo.trackers import check_trackers, run_trackers
 
+    out = None if out is None else str(out)
     watch: list[Observer] = [Callback(on_row)] if on_row is not None else []
-    printer = None
     if progress:
-        from raycompo.run import progress_printer
+        from raycompo.progress import RunProgress
 
         metric = resolve(cfg, check_clients=False).task_cls.default_metric[0].removesuffix("_worst")
-        printer = progress_printer(cfg.rounds, metric)
-    return engine_run(cfg, out=None if out is None else str(out), progress=printer, overwrite=overwrite,
-                      address=address, include_dashboard=dashboard, checkpoint_every=checkpoint_every,
-                      max_failures=max_failures, resume=resume, observers=[*watch, *observers])
+        watch.append(RunProgress(cfg.rounds, metric, mode="auto" if progress is True else str(progress)))
+    watch += run_trackers(check_trackers(tracker), out)
+    return engine_run(cfg, out=out, overwrite=overwrite, address=address, include_dashboard=dashboard,
+                      checkpoint_every=checkpoint_every, max_failures=max_failures, resume=resume,
+                      observers=[*watch, *observers])
 
 
 @dataclass
@@ -208,6 +218,7 @@ def tune(
     num_cpus: int | None = None,
     stop_after: int | None = None,
     quiet: bool = True,
+    tracker: str | Sequence[str] | None = None,
 ) -> SweepResult:
     """Sweep a search space with Ray Tune (+ Optuna) and return the trials and the best
     settings, as `python -m raycompo.tune` does.
@@ -221,11 +232,15 @@ def tune(
         of cpus_per_actor CPUs / gpus_per_actor GPUs each).
     out: the sweep folder (default sweep_results/<space>-<time>); resume=FOLDER continues
         an interrupted sweep (space and options are read from FOLDER/sweep.json).
+    tracker: 'mlflow' and/or 'wandb': every trial also logged there (Ray Tune's callbacks).
+    quiet=False shows the sweep's progress (a bar of trials on a terminal, lines elsewhere).
     Other arguments are those of the command line. Raises ConfigError on bad input."""
+    from raycompo.trackers import check_trackers
     from raycompo.tune.results import SweepStore
     from raycompo.tune.space import space_from_dict
     from raycompo.tune.sweep import SweepOptions, check_resources, ensure_ray, prepare, run_sweep
 
+    trackers = check_trackers(tracker)
     if space is None and resume is None:
         raise ConfigError("give a space (a name, a YAML path or a dict) or resume=FOLDER")
     parsed = space_from_dict(dict(space)) if isinstance(space, Mapping) else None
@@ -241,7 +256,8 @@ def tune(
     ensure_ray(address, num_cpus)
     if address is None:
         check_resources(space_obj, meta)
-    outcome = run_sweep(space_obj, meta, store, max_concurrent=max_concurrent, quiet=quiet, stop_after=stop_after)
+    outcome = run_sweep(space_obj, meta, store, max_concurrent=max_concurrent, quiet=quiet, stop_after=stop_after,
+                        trackers=trackers)
     trials = SweepStore(store.dir).trials() if store.trials_path.exists() else pd.DataFrame()
     return SweepResult(trials=trials, best=outcome.best.get("algorithms", {}), out=Path(store.dir),
                        interrupted=outcome.interrupted)

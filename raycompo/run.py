@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from raycompo.config import BACKENDS, RunConfig, resolve
 from raycompo.errors import RaycompoError
 from raycompo.settings import parse_value
+from raycompo.trackers import TRACKERS
 
 EXIT_BAD_INPUT = 2
 EXIT_DIVERGED = 3
@@ -73,30 +73,18 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def headline(metric: str, row: dict[str, Any]) -> str:
-    """'val_acc 0.8123 (worst 0.7000)': the task's main metric and its worst client."""
+    """'val_acc 0.8123 (worst client 0.7000)': the task's main metric and its worst client."""
+    from raycompo.progress import headline as h
 
-    def f(k):
-        v = row.get(k)
-        return "-" if v in (None, "") else f"{v:.4f}"
-
-    worst = f"{metric}_worst"
-    return f"{metric} {f(metric)}" + (f" (worst client {f(worst)})" if worst in row else "")
+    return h(metric, row)
 
 
-def progress_printer(total: int, metric: str, stream=sys.stderr):
-    start = time.perf_counter()
+def progress_printer(total: int, metric: str, stream=None, mode: str = "auto"):
+    """The progress observer of a run (raycompo/progress.py): a tqdm bar on a terminal,
+    at most ~100 plain lines otherwise."""
+    from raycompo.progress import RunProgress
 
-    def show(row: dict[str, Any]) -> None:
-        eta = (time.perf_counter() - start) / max(1, row["round"]) * (total - row["round"])
-        loss = row.get("train_loss")
-        print(
-            f"round {row['round']:>4}/{total}  train_loss {'-' if loss in (None, '') else f'{loss:.4f}'}  "
-            f"{headline(metric, row)}  {row.get('round_time', 0):.3f}s/round  eta {eta:.0f}s"
-            + ("  DIVERGED" if row.get("diverged") else ""),
-            file=stream, flush=True,
-        )
-
-    return show
+    return RunProgress(total, metric, mode=mode, stream=stream)
 
 
 def list_choices(task: str | None = None, algo: str | None = None) -> str:
@@ -144,7 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="checkpoint every K rounds and at the end (default 10)")
     p.add_argument("--max-failures", type=int, default=3,
                    help="actor failures (a host or the driver died) recovered from the last checkpoint before the run fails")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
+    p.add_argument("--tracker", action="append", choices=TRACKERS, default=[],
+                   help="also log to an experiment tracker: mlflow (MLFLOW_TRACKING_URI, else <out>/mlruns) or "
+                        "wandb (WANDB_MODE=offline works without a network); repeatable")
     p.add_argument("--no-dashboard", action="store_true", help="start Ray without its dashboard")
     p.add_argument("--list", action="store_true", help="list tasks, algorithms and their settings")
     return p
@@ -190,8 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cfg = config_from_args(args)
         metric = resolve(cfg).task_cls.default_metric[0].removesuffix("_worst")
+        from raycompo.trackers import check_trackers, run_trackers
+
+        watch = run_trackers(check_trackers(args.tracker), out)
+        if not args.quiet:
+            watch.insert(0, progress_printer(cfg.rounds, metric))
         result = run(
-            cfg, out=out, overwrite=args.overwrite, progress=None if args.quiet else progress_printer(cfg.rounds, metric),
+            cfg, out=out, overwrite=args.overwrite, observers=watch,
             address=args.address, include_dashboard=False if args.no_dashboard else None,
             checkpoint_every=args.checkpoint_every, max_failures=args.max_failures, resume=bool(args.resume),
         )

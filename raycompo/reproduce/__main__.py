@@ -114,7 +114,8 @@ def clear(out: Path) -> None:
 
 def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None, rounds: int | None = None,
               full: bool = False, data_dir: str | None = None, workers: int = 1, address: str | None = None,
-              settings: dict[str, Any] | None = None, log=print, *, with_algorithms: list | None = None,
+              settings: dict[str, Any] | None = None, log=print, tracker: str | list[str] | None = None,
+              progress: bool | None = None, *, with_algorithms: list | None = None,
               with_settings: dict[str, Any] | None = None, overwrite: bool = False, resume: bool = False) -> str:
     """Run claim `name` into `out` and write its report; returns the verdict.
 
@@ -123,7 +124,13 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
     `resume` (finished runs with the same config are kept).
     `with_algorithms`: your algorithms as extra variants, each 'SPEC', 'SPEC=LABEL', a class or
     (spec or class, label); run like the claim's variants (claim's settings that they know,
-    then `settings`, then `with_settings`), tabled and drawn as "yours", never in the verdict."""
+    then `settings`, then `with_settings`), tabled and drawn as "yours", never in the verdict.
+    tracker: 'mlflow' / 'wandb' (raycompo/trackers.py): every run logged there, into the
+    experiment named after the claim (MLflow's store: <out>/mlruns by default).
+    progress: a bar of runs done (on a terminal; lines elsewhere); default: when `log` is print."""
+    from raycompo.trackers import check_trackers, mlflow_experiment, mlflow_uri
+
+    trackers = check_trackers(tracker)
     if name not in CLAIMS:
         raise RaycompoError(f"unknown claim {name!r}; choose one of: {', '.join(CLAIMS)}")
     claim = CLAIMS[name]
@@ -145,7 +152,18 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
     mine = f" + {len(extras)} of yours" if extras else ""
     log(f"{name}: {len(jobs)} runs ({len(claim.variants)} variants{mine} x {header['seeds']} seeds) on {header['task']}, "
         f"{workers} worker(s) -> {out}")
-    run_jobs(jobs, workers=workers, address=address, log=log)
+    tracking = None
+    if trackers:
+        tracking = {"trackers": trackers, "experiment": os.environ.get("MLFLOW_EXPERIMENT_NAME") or name}
+        if "mlflow" in trackers:  # one store for the claim, made here before runs write in parallel
+            tracking["uri"] = mlflow_uri(out)
+            mlflow_experiment(tracking["uri"], tracking["experiment"])
+    bar = None
+    if progress or (progress is None and log is print):
+        from raycompo.progress import SweepProgress
+
+        bar = SweepProgress(len(jobs), unit="run", stream=sys.stdout)
+    run_jobs(jobs, workers=workers, address=address, log=log, progress=bar, tracking=tracking)
     line = write_all(claim, jobs, out, header)
     log(f"done in {time.perf_counter() - start:.0f} s: {out}/table.md, figure.png\n{line}")
     return line
@@ -177,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--address", default=None, help="Ray cluster to run on (e.g. auto); --out must be on a shared file system")
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="settings for every run that knows the key (e.g. a new algorithm option)")
+    p.add_argument("--tracker", action="append", choices=("mlflow", "wandb"), default=[],
+                   help="also log every run to mlflow (MLFLOW_TRACKING_URI, else <out>/mlruns) or wandb; repeatable")
     args = p.parse_args(argv)
     if args.list or not args.name:
         print(listing())
@@ -187,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         reproduce(args.name, out=args.out, seeds=args.seeds, rounds=args.rounds, full=args.full,
                   data_dir=args.data_dir, workers=max(1, args.workers), address=args.address, settings=parse_sets(args.sets),
                   with_algorithms=args.with_algorithms, with_settings=parse_sets(args.with_sets),
-                  overwrite=args.overwrite, resume=args.resume)
+                  overwrite=args.overwrite, resume=args.resume, tracker=args.tracker)
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -206,10 +206,12 @@ def plugin_classes(jobs: list[Job]) -> dict[tuple[str, str], type]:
     return loaded(specs)
 
 
-def execute(cfg_dict: dict[str, Any], out: str, classes: dict[tuple[str, str], type] | None = None) -> dict[str, Any]:
+def execute(cfg_dict: dict[str, Any], out: str, classes: dict[tuple[str, str], type] | None = None,
+            tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """One run, in this process (inline backend, one torch thread). Never raises. `classes`:
     the user's classes by (kind, spec) (`plugin_classes`), remembered before the config's
-    specs are looked up, so a Ray worker finds them without the user's files."""
+    specs are looked up, so a Ray worker finds them without the user's files.
+    `tracking`: {"trackers": [...], "experiment": claim, "uri": MLflow store} (trackers.py)."""
     import torch
 
     from raycompo.engine import run
@@ -220,7 +222,13 @@ def execute(cfg_dict: dict[str, Any], out: str, classes: dict[tuple[str, str], t
     remember(classes or {})
     start = time.perf_counter()
     try:
-        result = run(RunConfig.from_dict(cfg_dict), out=out, overwrite=True)
+        watch = []
+        if tracking and tracking.get("trackers"):
+            from raycompo.trackers import run_trackers
+
+            watch = run_trackers(tracking["trackers"], out, experiment=tracking.get("experiment"),
+                                 group=tracking.get("experiment"), uri=tracking.get("uri"))
+        result = run(RunConfig.from_dict(cfg_dict), out=out, overwrite=True, observers=watch)
         status, error, bad_input = result.status, "", False
     except RaycompoError as exc:  # missing data, bad settings: every run of the claim would fail so
         status, error, bad_input = "failed", str(exc), True
@@ -230,12 +238,19 @@ def execute(cfg_dict: dict[str, Any], out: str, classes: dict[tuple[str, str], t
 
 
 def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
-             log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Run the jobs not yet done; `workers` at a time (Ray tasks), or here one by one (1)."""
+             log: Callable[[str], None] = print, progress: Any = None,
+             tracking: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Run the jobs not yet done; `workers` at a time (Ray tasks), or here one by one (1).
+    `progress`: a `raycompo.progress.SweepProgress` given the total here and a line per
+    finished run (instead of `log`); `tracking`: see `execute`."""
     todo = [j for j in jobs if not is_done(j)]
     if len(todo) < len(jobs):
         log(f"{len(jobs) - len(todo)} of {len(jobs)} runs already finished; skipping them")
     results: list[dict[str, Any]] = []
+    if progress is not None:
+        progress.total = len(todo)
+        if todo:
+            progress.begin()
 
     def report(res: dict[str, Any]) -> None:
         if res.get("bad_input"):
@@ -246,14 +261,25 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
         msg = f"[{len(results)}/{len(todo)}] {Path(res['out']).name}: {res['status']} ({res['time_s']:.1f} s)"
         if res["error"]:
             msg += f"\n    {res['error'].strip().splitlines()[0]}"
-        log(msg)
+        if progress is not None:
+            progress.done(msg)
+        else:
+            log(msg)
 
+    try:
+        return _run_todo(todo, workers, address, report, results, tracking)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _run_todo(todo, workers, address, report, results, tracking):
     if not todo:
         return results
     classes = plugin_classes(todo)
     if workers <= 1 and address is None:
         for j in todo:
-            report(execute(j.cfg.to_dict(), str(j.out), classes))
+            report(execute(j.cfg.to_dict(), str(j.out), classes, tracking))
         return results
     import ray
 
@@ -273,7 +299,7 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
         while queue or pending:
             while queue and len(pending) < workers:
                 j = queue.pop(0)
-                pending.append(remote.remote(j.cfg.to_dict(), str(j.out), shipped))
+                pending.append(remote.remote(j.cfg.to_dict(), str(j.out), shipped, tracking))
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
                 report(ray.get(ref))

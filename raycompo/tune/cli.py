@@ -22,6 +22,7 @@ from raycompo.backends import backend_names
 from raycompo.engine.signals import exit_code, sigterm_as_sigint
 from raycompo.errors import RaycompoError
 from raycompo.run import parse_sets
+from raycompo.trackers import TRACKERS, check_trackers
 from raycompo.tune.space import available_spaces, load_space
 from raycompo.tune.sweep import (
     SCHEDULERS,
@@ -77,7 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "the hosts of its previous trial; same results, less start-up)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
     p.add_argument("--address", default=None, help="Ray cluster address (e.g. 'auto')")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
+    p.add_argument("--tracker", action="append", choices=TRACKERS, default=[],
+                   help="also log every trial to mlflow (MLFLOW_TRACKING_URI, else <out>/mlruns) or wandb, "
+                        "through Ray Tune's callbacks; repeatable")
     return p
 
 
@@ -113,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         opts.settings = parse_sets(args.sets)
+        trackers = check_trackers(args.tracker)
         space, meta, store = prepare(opts, resume=args.resume)
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with sigterm_as_sigint(terminated):  # SIGTERM stops the sweep as Ctrl-C does
             outcome = run_sweep(space, meta, store, max_concurrent=args.max_concurrent, quiet=args.quiet,
-                                stop_after=args.stop_after)
+                                stop_after=args.stop_after, trackers=trackers)
     except RaycompoError as exc:  # e.g. another sweep process holds the folder
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -305,7 +305,9 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
     return Recorder()
 
 
-def _progress_printer(meta: dict[str, Any], total: int, stream, start: float) -> Callable:
+def _progress_printer(meta: dict[str, Any], total: int, stream, start: float, progress=None) -> Callable:
+    """One line per finished trial; with `progress` (a `raycompo.progress.SweepProgress`)
+    the lines go above its bar (trials done / total, best so far, ETA) on a terminal."""
     metric = meta["metric"]
     state = {"n": 0}
 
@@ -317,11 +319,13 @@ def _progress_printer(meta: dict[str, Any], total: int, stream, start: float) ->
         bs = f"{b:.4f}" if isinstance(b, (int, float)) and math.isfinite(b) else "-"
         settings = " ".join(f"{k}={v}" for k, v in point.items())
         elapsed = time.perf_counter() - start
-        print(
-            f"[{state['n']:>3}/{total}] {rec['algorithm']:<8} {settings:<32} {metric} {vs} (best {bs})  "
-            f"{rec['status']}{' ' + rec['error'] if rec.get('error') else ''}  {rec['time_s']:.1f}s  [{elapsed:.0f}s]",
-            file=stream or sys.stderr, flush=True,  # looked up now: Tune pickles its callbacks
-        )
+        line = (f"[{state['n']:>3}/{total}] {rec['algorithm']:<8} {settings:<32} {metric} {vs} (best {bs})  "
+                f"{rec['status']}{' ' + rec['error'] if rec.get('error') else ''}  {rec['time_s']:.1f}s  [{elapsed:.0f}s]")
+        if progress is not None:
+            ok = rec["status"] in ("completed", "stopped")
+            progress.done(line, value=v if ok else None, label=f"{rec['algorithm']} {settings}".strip())
+        else:
+            print(line, file=stream or sys.stderr, flush=True)  # looked up now: Tune pickles its callbacks
 
     return show
 
@@ -365,9 +369,12 @@ def _one_process_per_folder(fn):
 
 @_one_process_per_folder
 def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_concurrent: int | None = None,
-              stream=None, quiet: bool = False, stop_after: int | None = None) -> SweepOutcome:
+              stream=None, quiet: bool = False, stop_after: int | None = None,
+              trackers: list[str] | None = None) -> SweepOutcome:
     """Run what `plan` says is left, in one Tune run; write the result files.
-    `stop_after`: stop the sweep (as Ctrl-C does) once this many trials have finished."""
+    `stop_after`: stop the sweep (as Ctrl-C does) once this many trials have finished.
+    `trackers`: 'mlflow' / 'wandb': each trial also logged there by Ray Tune's own
+    callbacks (raycompo/trackers.py), into the sweep folder by default."""
     import logging
 
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's own tables off (verbose=0): one line per trial instead
@@ -388,7 +395,12 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     todo = plan(space, meta, store)
     total = sum(t["n"] for t in todo.values())
     start = time.perf_counter()
-    printer = _progress_printer(meta, total, stream, start) if not quiet else (lambda rec, point: None)
+    progress = None
+    if not quiet:
+        from raycompo.progress import SweepProgress
+
+        progress = SweepProgress(total, metric=metric, mode=mode, unit="trial", stream=stream)
+    printer = _progress_printer(meta, total, stream, start, progress) if not quiet else (lambda rec, point: None)
     counter = {"done": 0}
     max_conc = max_concurrent or opts.get("max_concurrent")
     if not quiet:
@@ -442,6 +454,10 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
                                       grace_period=max(1, min(max_t, max_t // 5)), reduction_factor=3)
         recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
         loggers = tune_loggers()
+        if trackers:
+            from raycompo.trackers import tune_callbacks
+
+            loggers += tune_callbacks(trackers, store.dir, space.name)
         stopper = _StopAfter(counter, stop_after) if stop_after else None
         tuner = tune.Tuner(
             trainable,
@@ -455,7 +471,13 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
                 callbacks=[recorder, *loggers], verbose=0, stop=stopper,
             ),
         )
-        grid = tuner.fit()
+        if progress is not None:
+            progress.begin()
+        try:
+            grid = tuner.fit()
+        finally:
+            if progress is not None:
+                progress.close()
         tune_path = grid.experiment_path
         interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
     store.forget_unfinished()

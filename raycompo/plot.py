@@ -1,0 +1,339 @@
+"""Compare runs in one figure, the way the papers draw them.
+
+    python -m raycompo.plot runs/comfedl-s0 runs/comfedl-s1 runs/fedavg-s0 \\
+        --metric val_acc_worst --out fig.png
+    python -m raycompo.plot sweep_results/dro-20250101-120000 --metric val_acc_worst --x wall_time
+    python -m raycompo.plot reproductions/comfedl-fig2/runs --metric val_acc
+
+Each source is a run folder (config.json + metrics.csv, as `raycompo.run --out` writes),
+a folder holding run folders (e.g. a claim's runs/), or a sweep folder (trials.csv +
+metrics.parquet; by default the best settings of each algorithm, as best.json ranks them;
+--all-trials draws every setting). Runs that share the task, the algorithm and every
+effective setting but the seed are one line: their mean, with a band of the 95%
+confidence interval (Student's t) over the seeds. One line per algorithm, named as its
+paper names it (ComFedL, FedAvg, q-FedAvg, DRFL, ...); settings are added to the name
+only where one algorithm has several lines.
+
+From Python, this module is callable: `raycompo.plot(sources, metric=..., x=..., out=...)`
+returns the matplotlib Figure (and writes it when `out` is given). Bad input (no
+metrics.csv, an unknown metric, which lists the columns there are) raises ConfigError;
+the command line prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raycompo.errors import ConfigError, RaycompoError
+
+PAPER_NAMES = {
+    "comfedl": "ComFedL", "comfedl-damaml": "ComFedL (DA-MAML)", "comfedl-maml": "ComFedL (MAML)",
+    "ditto": "Ditto", "drfl": "DRFL", "fastdro": "FastDRO", "fedavg": "FedAvg", "fedavg-co": "FedAvg (CO)",
+    "feddro": "FedDRO", "fedmaml": "FedMAML", "gcivr": "GCIVR", "local-bsgd": "Local-BSGD",
+    "local-moml": "Local-MOML", "local-scgd": "Local-SCGD", "local-scgdm": "Local-SCGDM", "mbsgd-co": "MB-SGD",
+    "pdsgd": "PD-SGD", "qfedavg": "q-FedAvg", "tr-maml": "TR-MAML", "unconstrained": "unconstrained ERM",
+}
+"""Registered algorithm name -> the name its paper's figures use."""
+
+METRIC_LABELS = {
+    "val_acc_worst": "worst client's validation accuracy",
+    "val_acc": "average validation accuracy",
+    "train_acc_worst": "worst client's training accuracy",
+    "train_acc": "average training accuracy",
+    "val_loss_worst": "worst client's validation loss",
+    "val_loss": "average validation loss",
+    "train_loss_worst": "worst client's training loss",
+    "train_loss": "average training loss",
+    "grad_norm": r"$\|\nabla \Phi(\bar{x})\|$",
+    "objective": r"$\Phi(\bar{x})$",
+    "val_violation": "test constraint violation",
+    "train_violation": "training constraint violation",
+    "round_time": "seconds per round",
+}
+X_LABELS = {"round": "communication round $s$", "wall_time": "wall-clock time (s)"}
+LOG_METRICS = ("grad_norm",)
+NOT_METRICS = ("round", "diverged", "trial_id", "status")
+
+
+@dataclass
+class Run:
+    """One run's rows: what it ran (task, algo, settings without the seed) and its seed."""
+
+    source: str
+    task: str
+    algo: str
+    settings: dict[str, Any]
+    seed: Any
+    frame: Any  # pandas DataFrame of metrics.csv
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.task, self.algo, json.dumps(self.settings, sort_keys=True, default=str)
+
+
+@dataclass
+class Line:
+    task: str
+    algo: str
+    settings: dict[str, Any]
+    runs: list[Run] = field(default_factory=list)
+    label: str = ""
+
+
+def paper_name(algo: str) -> str:
+    """'comfedl' -> 'ComFedL'; a plugin ('file.py:Class') -> its class name."""
+    short = algo.rpartition(":")[2]
+    return PAPER_NAMES.get(algo, PAPER_NAMES.get(short, short))
+
+
+def metric_label(metric: str) -> str:
+    return METRIC_LABELS.get(metric, metric.replace("_", " "))
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+
+def _read_run(folder: Path):
+    import pandas as pd
+
+    metrics, config = folder / "metrics.csv", folder / "config.json"
+    if not metrics.exists():
+        raise ConfigError(f"{folder}: no metrics.csv (a run folder holds config.json and metrics.csv; "
+                          "a sweep folder trials.csv and metrics.parquet)")
+    try:
+        cfg = json.loads(config.read_text()) if config.exists() else {}
+        frame = pd.read_csv(metrics)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{folder}: cannot read its run files: {exc}") from None
+    if "round" not in frame.columns:
+        raise ConfigError(f"{metrics}: no 'round' column; is it a raycompo metrics.csv?")
+    settings = dict(cfg.get("effective_settings") or cfg.get("settings") or {})
+    settings.pop("seed", None)
+    return Run(str(folder), str(cfg.get("task", "?")), str(cfg.get("algo", folder.name)), settings,
+               cfg.get("seed"), frame)
+
+
+def _read_sweep(folder: Path, all_trials: bool) -> list[Run]:
+    import pandas as pd
+
+    parquet, trials_csv = folder / "metrics.parquet", folder / "trials.csv"
+    if not parquet.exists():
+        raise ConfigError(f"{folder}: a sweep folder without metrics.parquet (the sweep has written no "
+                          "finished trial yet)")
+    trials = pd.read_csv(trials_csv)
+    rows = pd.read_parquet(parquet)
+    keep = None
+    if not all_trials and (folder / "best.json").exists():
+        best = json.loads((folder / "best.json").read_text())
+        keep = {json.dumps([a, e.get("settings", {})], sort_keys=True, default=str)
+                for a, e in best.get("algorithms", {}).items() if "settings" in e}
+    runs = []
+    for _, t in trials.iterrows():
+        if t.get("status") not in ("completed", "diverged", "stopped"):
+            continue
+        settings = json.loads(t["settings"]) if isinstance(t.get("settings"), str) else {}
+        if keep is not None and json.dumps([t["algorithm"], settings], sort_keys=True, default=str) not in keep:
+            continue
+        frame = rows[rows["trial_id"] == t["trial_id"]].drop(columns=["trial_id"]).reset_index(drop=True)
+        if len(frame):
+            settings.pop("seed", None)
+            runs.append(Run(f"{folder}:{t['trial_id']}", str(t["task"]), str(t["algorithm"]), settings,
+                            t.get("seed"), frame))
+    return runs
+
+
+def read_sources(sources: Sequence[str | Path], all_trials: bool = False) -> list[Run]:
+    """The runs of each source (a run folder, a folder of run folders, a sweep folder)."""
+    if isinstance(sources, (str, Path)):
+        sources = [sources]
+    if not sources:
+        raise ConfigError("give at least one run or sweep folder")
+    runs: list[Run] = []
+    for src in sources:
+        folder = Path(src)
+        if not folder.is_dir():
+            raise ConfigError(f"{folder}: no such folder")
+        if (folder / "trials.csv").exists():
+            runs += _read_sweep(folder, all_trials)
+        elif (folder / "metrics.csv").exists() or (folder / "config.json").exists():
+            runs.append(_read_run(folder))
+        else:
+            inner = sorted(p.parent for p in folder.rglob("metrics.csv") if "tune" not in p.parts)
+            if not inner:
+                raise ConfigError(f"{folder}: no metrics.csv here or below (not a run, sweep or claim folder)")
+            runs += [_read_run(p) for p in inner]
+    return runs
+
+
+def group(runs: list[Run]) -> list[Line]:
+    """Runs that differ only by seed -> one line each; labels with the paper's names."""
+    lines: dict[tuple, Line] = {}
+    for r in runs:
+        lines.setdefault(r.key, Line(r.task, r.algo, r.settings)).runs.append(r)
+    out = list(lines.values())
+    tasks = {ln.task for ln in out}
+    for ln in out:
+        same_algo = [o for o in out if o.algo == ln.algo]
+        label = paper_name(ln.algo)
+        if len(same_algo) > 1:
+            differ = sorted(k for k in set().union(*(o.settings for o in same_algo))
+                            if len({json.dumps(o.settings.get(k), default=str) for o in same_algo}) > 1)
+            label += " (" + ", ".join(f"{k}={ln.settings.get(k)}" for k in differ) + ")"
+        if len(tasks) > 1:
+            label += f" [{ln.task}]"
+        n = len(ln.runs)
+        diverged = sum(_diverged(r) for r in ln.runs)
+        ln.label = label + (f", {n} seeds" if n > 1 else "") + (f" (diverged {diverged}/{n})" if diverged else "")
+    return out
+
+
+def _diverged(run: Run) -> bool:
+    f = run.frame
+    return bool(len(f) and "diverged" in f.columns and str(f["diverged"].iloc[-1]).lower() in ("true", "1", "1.0"))
+
+
+def _columns(runs: list[Run]) -> list[str]:
+    cols: dict[str, None] = {}
+    for r in runs:
+        for c in r.frame.columns:
+            if c not in NOT_METRICS:
+                cols[c] = None
+    return list(cols)
+
+
+def curve(line: Line, metric: str, x: str):
+    """(x, mean, lower, upper) over the line's runs at each round: the 95% CI (t) band;
+    x = the round, or the wall time at that round (mean over the runs)."""
+    import numpy as np
+    import pandas as pd
+
+    from raycompo.reproduce.stats import t_quantile
+
+    ys, xs = [], []
+    for r in line.runs:
+        f = r.frame
+        if metric not in f.columns:
+            continue
+        y = pd.to_numeric(f[metric], errors="coerce")
+        y.index = f["round"].to_numpy()
+        ys.append(y)
+        if x == "wall_time":
+            if "wall_time" in f.columns:
+                w = pd.to_numeric(f["wall_time"], errors="coerce")
+            else:
+                w = pd.to_numeric(f.get("round_time", pd.Series(0.0, index=f.index)), errors="coerce").fillna(0).cumsum()
+            w.index = y.index
+            xs.append(w)
+    if not ys:
+        return None
+    frame = pd.concat(ys, axis=1)
+    frame = frame[frame.notna().any(axis=1)]  # rounds without an evaluation
+    if not len(frame):
+        return None
+    n = frame.notna().sum(axis=1)
+    mean, sd = frame.mean(axis=1), frame.std(axis=1, ddof=1).fillna(0.0)
+    half = np.array([t_quantile(0.975, int(k) - 1) * s / math.sqrt(k) if k > 1 else 0.0 for k, s in zip(n, sd)])
+    if x == "wall_time":
+        xv = pd.concat(xs, axis=1).mean(axis=1).reindex(frame.index).to_numpy()
+    else:
+        xv = frame.index.to_numpy()
+    m = mean.to_numpy()
+    return xv, m, m - half, m + half
+
+
+# --- drawing -----------------------------------------------------------------------------------
+
+
+def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, *, x: str = "round",
+         out: str | Path | None = None, title: str | None = None, all_trials: bool = False,
+         log: bool | None = None):
+    """Draw `metric` of the runs in `sources` against `x` ('round' or 'wall_time'); one line
+    (mean over seeds, 95% CI band) per algorithm and settings. Returns the Figure; writes
+    it to `out` (.png, .pdf, .svg) when given. Raises ConfigError on bad input."""
+    if x not in X_LABELS:
+        raise ConfigError(f"--x must be one of: {', '.join(X_LABELS)}; got {x!r}")
+    runs = read_sources(sources, all_trials=all_trials)
+    if not runs:
+        raise ConfigError(f"{', '.join(map(str, [sources] if isinstance(sources, (str, Path)) else sources))}: "
+                          "no finished run to draw")
+    columns = _columns(runs)
+    if metric is None:
+        metric = next((m for m in ("val_acc_worst", "val_acc", "grad_norm", "train_loss") if m in columns), None)
+        if metric is None:
+            raise ConfigError(f"give --metric; the runs have: {', '.join(columns)}")
+    if metric not in columns:
+        raise ConfigError(f"unknown metric {metric!r}: the runs' metrics.csv have {', '.join(columns)}")
+    lines = group(runs)
+
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend needed
+
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    cmap = colormaps["tab10" if len(lines) <= 10 else "tab20"]
+    drawn = 0
+    for i, ln in enumerate(sorted(lines, key=lambda ln: (ln.algo != "comfedl", ln.label))):
+        c = curve(ln, metric, x)
+        if c is None:
+            continue
+        xv, m, lo, hi = c
+        color = cmap(i % cmap.N)
+        ax.plot(xv, m, label=ln.label, lw=1.8, color=color)
+        if len(ln.runs) > 1:
+            ax.fill_between(xv, lo, hi, color=color, alpha=0.2, lw=0)
+        drawn += 1
+    if drawn == 0:
+        raise ConfigError(f"no run has a value of {metric!r}")
+    if log if log is not None else metric in LOG_METRICS:
+        ax.set_yscale("log")
+    elif "acc" in metric:
+        ax.set_ylim(-0.02, 1.02)  # accuracies: a wide band (few seeds) must not squash the curves
+    ax.set_xlabel(X_LABELS[x], fontsize=11)
+    ax.set_ylabel(metric_label(metric), fontsize=11)
+    tasks = sorted({ln.task.rpartition(":")[2] for ln in lines})
+    several = any(len(ln.runs) > 1 for ln in lines)
+    ax.set_title(title if title is not None else
+                 f"{', '.join(tasks)}" + (" (mean over seeds, band: 95% CI)" if several else ""), fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9, framealpha=0.85)
+    fig.tight_layout()
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=150)
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m raycompo.plot", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sources", nargs="+", metavar="RUN_OR_SWEEP", help="run folders, folders of runs, sweep folders")
+    p.add_argument("--metric", default=None, help="the column to draw (default: val_acc_worst where there is one)")
+    p.add_argument("--x", default="round", choices=tuple(X_LABELS), help="round (default) or wall_time (seconds)")
+    p.add_argument("--out", default="fig.png", help="the figure's file (.png, .pdf, .svg; default fig.png)")
+    p.add_argument("--title", default=None)
+    p.add_argument("--all-trials", action="store_true", help="a sweep: every setting, not the best per algorithm")
+    p.add_argument("--log", action="store_true", default=None, help="log-scale y axis")
+    args = p.parse_args(argv)
+    try:
+        plot(args.sources, args.metric, x=args.x, out=args.out, title=args.title, all_trials=args.all_trials,
+             log=args.log)
+    except RaycompoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+else:
+    from raycompo.api import callable_module
+
+    callable_module(__name__, plot)
