@@ -320,6 +320,7 @@ def test_reproduce_starts_ray_through_ensure_ray(monkeypatch, tmp_path):
     monkeypatch.setattr(ray_start, "ensure_ray", fake)
     job = runner.Job.__new__(runner.Job)
     monkeypatch.setattr(runner, "is_done", lambda j: False)
+    monkeypatch.setattr(runner, "plugin_classes", lambda jobs: {})
     with pytest.raises(_Stop):
         runner.run_jobs([job], workers=2, log=lambda m: None)
     assert calls == [(None, {"include_dashboard": False, "num_cpus": 2, "quiet": True})]

@@ -16,7 +16,7 @@ import pandas as pd
 from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
-from raycompo.engine import checkpoint, memory
+from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
@@ -107,6 +107,7 @@ def run(
     Raises ConfigError / DataUnavailableError on bad input, `Interrupted` on SIGINT /
     SIGTERM (status 'interrupted'); any other error marks the run 'failed' and is re-raised.
     A diverged run returns status 'diverged'."""
+    signals.forget()  # a signal from before this run (e.g. an earlier run in a notebook) is not ours
     cfg = cfg.canonical()  # recorded so that any folder (and --resume) finds the classes again
     resolved = resolve(cfg)  # fail fast, before any actor starts
     backend = get_backend(cfg.backend)

@@ -40,10 +40,17 @@ def raise_interrupted(signum: int, frame: object) -> None:
 
 def exit_code(exc: BaseException) -> int:
     """A CLI's exit status for an interruption: 128 + the signal (143 for SIGTERM), also
-    when Ray turned the `Interrupted` into a plain KeyboardInterrupt; 130 otherwise."""
-    if isinstance(exc, Interrupted):
-        return exc.exit_code
-    return 128 + _received[-1] if _received else 128 + signal.SIGINT
+    when Ray turned the `Interrupted` into a plain KeyboardInterrupt; 130 otherwise. The
+    signals seen so far are forgotten (a later Ctrl-C is a Ctrl-C)."""
+    code = exc.exit_code if isinstance(exc, Interrupted) else 128 + (_received[-1] if _received else signal.SIGINT)
+    forget()
+    return code
+
+
+def forget() -> None:
+    """Forget the signals received so far: a run starting now is not interrupted by them
+    (the runner calls it first; a long-lived process, e.g. a notebook, runs many)."""
+    _received.clear()
 
 
 @contextlib.contextmanager
