@@ -53,14 +53,19 @@ def install(folder: str | Path | None = None) -> Path:
     return dest
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.grafana", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dir", default=None, help=f"install into this folder (default: ${ENV_DIR}, else the Ray "
                                                 "session's grafana/dashboards)")
     p.add_argument("--temp-dir", default=None, help="Ray's temp dir, when `ray start --temp-dir` moved it")
     p.add_argument("--print-path", action="store_true", help="print the packaged dashboard's path and exit")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.print_path:
         print(DASHBOARD)
         return 0

@@ -310,7 +310,8 @@ def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, 
     return fig
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.plot", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sources", nargs="+", metavar="RUN_OR_SWEEP", help="run folders, folders of runs, sweep folders")
@@ -320,7 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--title", default=None)
     p.add_argument("--all-trials", action="store_true", help="a sweep: every setting, not the best per algorithm")
     p.add_argument("--log", action="store_true", default=None, help="log-scale y axis")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         plot(args.sources, args.metric, x=args.x, out=args.out, title=args.title, all_trials=args.all_trials,
              log=args.log)

@@ -16,16 +16,21 @@ def resolve(name: str) -> Callable[[list[str] | None], Any]:
     return importlib.import_module(bench.BENCHMARKS[name]).main
 
 
+def split_args(args: list[str]) -> tuple[str, list[str]]:
+    """(benchmark name, its arguments) of a non-empty command line: options and no NAME
+    name the default benchmark. The name is not checked against `BENCHMARKS` here."""
+    if args[0].startswith("-"):  # `python -m raycompo.bench --threads 1`: the round benchmark
+        return bench.DEFAULT, args
+    return args[0], args[1:]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     names = ", ".join(bench.BENCHMARKS)
     if not args or args[0] in ("-h", "--help", "help"):
         print((bench.__doc__ or "").strip())
         return 0
-    if args[0].startswith("-"):  # `python -m raycompo.bench --threads 1`: the round benchmark
-        name = bench.DEFAULT
-    else:
-        name, args = args[0], args[1:]
+    name, args = split_args(args)
     if name not in bench.BENCHMARKS:
         print(f"python -m raycompo.bench: unknown benchmark {name!r}; one of: {names}", file=sys.stderr)
         return 2

@@ -52,7 +52,8 @@ def measure(cfg: RunConfig, rounds: int, pings: int, pool_factory=None) -> dict[
     return {"step": wall / steps, "compute": busy / steps, "ping": ping}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench feddro", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="feddro-digits-st")
     p.add_argument("--clients", type=int, default=8)
@@ -62,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pings", type=int, default=50)
     p.add_argument("--clients-per-actor", type=int, default=None)
     p.add_argument("--address", default=None)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     settings = {"n_clients": args.clients, "sync_every": args.sync_every, "batch_size": args.batch_size}
     base = dict(task=args.task, algo="feddro", rounds=args.rounds, settings=settings, clients_per_actor=args.clients_per_actor)
 

@@ -63,13 +63,18 @@ def timed_run(task, algo, backend: str, rounds: int, hosts: int, settings: dict)
     return result, first[0] - t0, per_round, total
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench plugin", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--hosts", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="torch threads in this process")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)

@@ -53,7 +53,8 @@ def max_difference(a: list[Row], b: list[Row]) -> float:
     return max(diffs, default=0.0)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench recovery", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="dro-mnist5k")
@@ -65,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpus-per-actor", type=float, default=0.5)
     p.add_argument("--set", dest="sets", nargs="+", default=["gamma=1", "tau=5"], metavar="KEY=VALUE",
                    help="task/algorithm settings (default: gamma=1 tau=5, the README's dro-mnist5k run)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if not 0 < args.kill_after < args.rounds:
         p.error("--kill-after must be in [1, --rounds)")

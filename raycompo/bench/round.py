@@ -93,7 +93,8 @@ def hand_written_seconds_per_round(cfg: RunConfig, rounds: int, warmup: int) -> 
     return Timing((time.perf_counter() - t0) / rounds, (time.process_time() - c0) / rounds)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench round", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
@@ -101,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients-per-actor", type=int, default=None)
     p.add_argument("--cpus-per-actor", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=None, help="torch threads in this process (default: torch's choice)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
 

@@ -220,7 +220,8 @@ def fmt(r: Result) -> str:
             f"{r.host_busy_max_s:7.2f}")
 
 
-def main(argv: list[str] | None = None) -> list[Result]:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, nargs="+", default=[10**3, 10**4, 10**5, 10**6])
     p.add_argument("--m", type=int, nargs="+", default=[100, 1000])
@@ -233,7 +234,11 @@ def main(argv: list[str] | None = None) -> list[Result]:
     p.add_argument("--hosts", type=int, default=2, help="Ray client-host actors")
     p.add_argument("--threads", type=int, default=1, help="torch threads of this process (0: torch's default)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="extra task/algorithm settings")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> list[Result]:
+    a = build_parser().parse_args(argv)
     extra: dict[str, Any] = {}
     for kv in a.set:
         k, _, v = kv.partition("=")

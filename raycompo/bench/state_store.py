@@ -36,14 +36,19 @@ def rss() -> int:
     raise RuntimeError("no RssAnon in /proc/self/status")
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench state_store", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clients", type=int, default=1_000_000)
     p.add_argument("--floats", type=int, default=60)
     p.add_argument("--budget-mb", type=float, default=64.0)
     p.add_argument("--gets", type=int, default=100_000, help="random gets timed per store")
     p.add_argument("--baseline", action="store_true", help="also measure a plain dict of tensors")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = build_parser().parse_args(argv)
     torch.set_num_threads(1)
     n, d = a.clients, a.floats
     m, u = torch.randn(d), torch.randn(d)

@@ -124,7 +124,8 @@ def fmt_footprint(fps: list[dict[str, Any]]) -> str:
         f"  (imported: {', '.join(fps[0]['imported']) or 'none of them'})" if fps else "")
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--samples", type=int, default=2, help="Optuna trials per algorithm (4 algorithms)")
     p.add_argument("--rounds", type=int, default=3, help="rounds per trial")
@@ -133,7 +134,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
     p.add_argument("--no-startup", action="store_true", help="skip the start-up measurement")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    a = build_parser().parse_args(argv)
     if a.samples < 1 or a.rounds < 1 or a.hosts_per_trial < 1:
         print("error: --samples, --rounds and --hosts-per-trial must be >= 1", file=sys.stderr)
         raise SystemExit(2)

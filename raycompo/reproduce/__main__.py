@@ -169,7 +169,8 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
     return line
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.reproduce", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", nargs="?", help="claim name (see --list)")
@@ -197,7 +198,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="settings for every run that knows the key (e.g. a new algorithm option)")
     p.add_argument("--tracker", action="append", choices=("mlflow", "wandb"), default=[],
                    help="also log every run to mlflow (MLFLOW_TRACKING_URI, else <out>/mlruns) or wandb; repeatable")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.list or not args.name:
         print(listing())
         return 0
