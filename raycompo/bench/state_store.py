@@ -47,6 +47,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def time_puts_gets(store, n: int, state: dict, ids: list[int]) -> tuple[float, float]:
+    """Seconds per put (clients 0..n-1) and per get (of `ids`); collects garbage after the
+    puts, so that the caller's RSS reading that follows counts only what the store keeps."""
+    t = time.perf_counter()
+    for cid in range(n):
+        store.put(cid, state)
+    put_s = (time.perf_counter() - t) / n
+    gc.collect()
+    t = time.perf_counter()
+    for cid in ids:
+        store.get(cid)
+    return put_s, (time.perf_counter() - t) / len(ids)
+
+
 def main(argv: list[str] | None = None) -> None:
     a = build_parser().parse_args(argv)
     torch.set_num_threads(1)
@@ -60,16 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     gc.collect()
     r0 = rss()
     store = StateStore()
-    t = time.perf_counter()
-    for cid in range(n):
-        store.put(cid, state)
-    put_s = (time.perf_counter() - t) / n
-    gc.collect()
+    put_s, get_s = time_puts_gets(store, n, state, ids)
     per_client = (rss() - r0) / n
-    t = time.perf_counter()
-    for cid in ids:
-        store.get(cid)
-    get_s = (time.perf_counter() - t) / len(ids)
     print(
         f"in memory : {per_client:7.0f} B/client anon RSS (payload {payload}), "
         f"put {put_s * 1e6:5.1f} us, get {get_s * 1e6:5.1f} us, allocated {store.allocated_bytes / n:.0f} B/client"
@@ -82,16 +88,8 @@ def main(argv: list[str] | None = None) -> None:
         budget = int(a.budget_mb * 2**20)
         r0 = rss()
         store = StateStore(budget_bytes=budget, spill_dir=tmp)
-        t = time.perf_counter()
-        for cid in range(n):
-            store.put(cid, state)
-        put_s = (time.perf_counter() - t) / n
-        gc.collect()
+        put_s, get_s = time_puts_gets(store, n, state, ids)
         grew = (rss() - r0) / n
-        t = time.perf_counter()
-        for cid in ids:
-            store.get(cid)
-        get_s = (time.perf_counter() - t) / len(ids)
         print(
             f"spilling  : budget {a.budget_mb:g} MiB, {store.spilled_clients} spilled ({store.spilled_bytes / 2**20:.0f} MiB, "
             f"file {store.file_bytes / 2**20:.0f} MiB), anon RSS {grew:5.0f} B/client, "
