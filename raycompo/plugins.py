@@ -30,6 +30,7 @@ process (or by passing the class again).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -77,6 +78,12 @@ def is_spec_string(spec: str) -> bool:
 def builtins(kind: str) -> dict[str, type]:
     """The built-in classes of `kind` by name: the subclasses of the base class defined in
     the modules of raycompo's own package (user classes are never mixed in here)."""
+    return dict(_builtins(kind))
+
+
+@functools.cache
+def _builtins(kind: str) -> dict[str, type]:
+    # The package's modules do not change while a process runs: walk them once.
     from raycompo.registry import discover
 
     base, pkg = _base(kind)

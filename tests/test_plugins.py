@@ -221,5 +221,6 @@ def test_config_does_not_import_the_engine():
     import subprocess
 
     code = "import sys, raycompo.config; print(sorted(m for m in sys.modules if m.startswith('raycompo.engine')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=120).stdout
     assert out.strip() == "[]"

@@ -26,6 +26,7 @@ from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
 from raycompo.results import RunWriter, read_config
+from raycompo.tasks.base import Task
 
 
 @dataclass
@@ -130,7 +131,9 @@ def run(
                 f"rounds after {start_round} use the new code")
     config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings(),
               **plugins.provenance(resolved.task_cls, resolved.algo_cls)}
-    partition = resolved.make_task().partition_record() if hasattr(resolved.task_cls, "partition_record") else {}
+    # Only a task that records its partition (e.g. task_from_arrays) is built once more here.
+    overrides = getattr(resolved.task_cls, "partition_record", None) is not getattr(Task, "partition_record", None)
+    partition = resolved.make_task().partition_record() if overrides else {}
     if partition:
         config["partition"] = partition
     if backend.uses_ray:
