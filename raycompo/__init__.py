@@ -15,6 +15,7 @@ reference)::
     raycompo.client_phase                raycompo.task_from_arrays, raycompo.task_from_clients
     raycompo.local_sgd                   raycompo.partitioners (IID, Dirichlet, shards, ...)
     raycompo.ClientContext, RoundContext raycompo.FlatModel, LogisticRegression
+    raycompo.batched_phase, CohortBatch  # the vectorized form of a client phase
 
     raycompo.list_algorithms(), raycompo.list_tasks()   # registered names -> classes
     raycompo.RunConfig, RunResult, SweepResult
@@ -34,6 +35,7 @@ The package, layer by layer (each depends only on those above it):
   algorithms/          one file per algorithm: client phases + the server's round
   plugins, registry    names, specs and entry points -> classes; shipping user code to Ray
   config               a run's configuration, resolved into validated settings
+  vectorize            which client phases run batched (--vectorize), and why not
   backends             where a run executes: inline (reference) or Ray actors
   engine/              runs an algorithm over clients: hosts, pools, driver, checkpoints,
                        recovery, placement, metrics for the dashboard
@@ -64,6 +66,8 @@ _EXPORTS = {
     "LocalSettings": ("raycompo.algorithms.base", "LocalSettings"),
     "client_phase": ("raycompo.algorithms.base", "client_phase"),
     "local_sgd": ("raycompo.algorithms.base", "local_sgd"),
+    "batched_phase": ("raycompo.algorithms.cohort", "batched_phase"),
+    "CohortBatch": ("raycompo.algorithms.cohort", "CohortBatch"),
     "ClientContext": ("raycompo.algorithms.base", "ClientContext"),
     "RoundContext": ("raycompo.algorithms.base", "RoundContext"),
     "State": ("raycompo.algorithms.base", "State"),

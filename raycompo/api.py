@@ -64,6 +64,8 @@ def run(
     host_timeout: float = 1800.0,
     data_dir: str | None = None,
     threads: int | None = None,
+    vectorize: str = "auto",
+    vectorize_memory: float = 512.0,
     on_row: Callable[[Row], None] | None = None,
     progress: bool | str = False,
     tracker: str | Sequence[str] | None = None,
@@ -84,6 +86,9 @@ def run(
     eval_every, eval_clients, clients_per_actor, cpus_per_actor, gpus_per_actor,
     checkpoint_every, max_failures, state_memory (GB), host_timeout (s), data_dir,
     dashboard: as --eval-every, --eval-clients, ... of `python -m raycompo.run`.
+    vectorize: 'auto' (default), 'on' or 'off': run each host's clients as one batched
+        computation where the algorithm, task and model allow it (raycompo/vectorize.py);
+        vectorize_memory (MB): what one batched chunk of clients may use.
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
     progress: True shows a progress bar (`tqdm.auto`: a widget in a notebook, a bar on a
@@ -110,7 +115,7 @@ def run(
         task=task, algo=algo, rounds=rounds, seed=seed, settings=dict(settings or {}), backend=backend,
         clients_per_actor=clients_per_actor, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
         eval_every=eval_every, data_dir=data_dir, eval_clients=eval_clients, state_memory_gb=state_memory,
-        host_timeout_s=host_timeout,
+        host_timeout_s=host_timeout, vectorize=vectorize, vectorize_memory_mb=vectorize_memory,
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,

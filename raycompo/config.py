@@ -55,6 +55,13 @@ class RunConfig:
     state_memory_gb: float | None = None
     """Memory for idle clients' persistent state over all hosts; past it, states spill to
     disk ($RAYCOMPO_SPILL_DIR or the temp folder) and come back when sampled. None: no limit."""
+    vectorize: str = "auto"
+    """Run a host's clients as one batched computation: 'auto' where the algorithm, task and
+    model allow it, 'on' (an error where they do not), 'off' (per client, the reference).
+    See raycompo/vectorize.py."""
+    vectorize_memory_mb: float = 512.0
+    """Memory one host's batched chunk of clients may use; a larger share of a cohort runs
+    as several chunks."""
 
     def __post_init__(self) -> None:
         # A class (Python API) is recorded by the spec that finds it again.
@@ -189,6 +196,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.host_timeout_s > 0, f"host_timeout_s must be > 0, got {cfg.host_timeout_s}")
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
+    require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
     task_cls = load("task", cfg.task)
     algo_cls = load("algorithm", cfg.algo)
     context = f"task {task_cls.name} with algorithm {algo_cls.name}"
@@ -197,6 +205,10 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     task_settings.validate()
     algo_settings = build(algo_cls.Settings, algorithm_overrides(task_cls, algo_cls, settings))
     algo_cls.check_task(task_cls, algo_settings)
-    n_clients = task_cls(task_settings, cfg.seed, cfg.data_dir).n_clients if check_clients else 10**9
+    task = task_cls(task_settings, cfg.seed, cfg.data_dir) if check_clients else None
+    n_clients = task.n_clients if task is not None else 10**9
     algo_settings.validate(n_clients)
+    from raycompo.vectorize import plan
+
+    plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients)

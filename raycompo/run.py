@@ -59,6 +59,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="memory for idle clients' state over all hosts; past it, states spill to disk")
     p.add_argument("--host-timeout", type=float, default=1800.0, metavar="S",
                    help="seconds a host actor may take to answer; then it is reported and restarted")
+    p.add_argument("--vectorize", choices=("auto", "on", "off"), default="auto",
+                   help="run each host's clients as one batched computation: auto (where supported), on, off (per client)")
+    p.add_argument("--vectorize-memory", type=float, default=512.0, metavar="MB",
+                   help="memory a host's batched chunk of clients may use (default 512)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")
 
@@ -69,6 +73,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         backend=args.backend, clients_per_actor=args.clients_per_actor, cpus_per_actor=args.cpus_per_actor,
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
+        vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory,
     )
 
 
@@ -235,7 +240,8 @@ RESUME_CHANGES = {
     "task": "task", "algo": "algo", "seed": "seed", "sets": "settings", "eval_every": "eval_every",
     "eval_clients": "eval_clients", "backend": "backend", "clients_per_actor": "clients_per_actor",
     "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
-    "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s",
+    "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
+    "vectorize_memory": "vectorize_memory_mb",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""

@@ -119,6 +119,9 @@ class Algorithm:
     """Task capabilities this algorithm needs (`Task.capabilities`)."""
     phases: ClassVar[dict[str, str]] = {}
     """Client phase name -> method name, collected from `@client_phase` declarations."""
+    batched_phases: ClassVar[dict[str, str]] = {}
+    """Client phase name -> method name of its batched form (`algorithms.cohort.batched_phase`),
+    declared in this very class (never inherited; see raycompo/vectorize.py)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -129,6 +132,8 @@ class Algorithm:
                 if phase is not None:
                     found[phase] = attr
         cls.phases = found
+        cls.batched_phases = {value.__batched_phase__: attr for attr, value in vars(cls).items()
+                              if getattr(value, "__batched_phase__", None) is not None}
 
     def __init__(self, settings: Any, task: Task):
         self.s = settings
@@ -156,6 +161,13 @@ class Algorithm:
                 f"algorithm {self.name} has no client phase {name!r}; its phases: {', '.join(sorted(self.phases))}"
             )
         return getattr(self, attr)
+
+    @classmethod
+    def cannot_batch(cls, settings: Any) -> str | None:
+        """Why these settings keep this algorithm's batched phases from applying (None: they
+        apply); an algorithm with batched phases overrides it where some settings do not
+        batch. Checked by raycompo/vectorize.py."""
+        return None
 
     # --- server side ---------------------------------------------------------------
     def init_server_state(self, w0: torch.Tensor, n_clients: int) -> dict[str, Any]:

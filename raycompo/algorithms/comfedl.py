@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.problems import KLDRO, compositional_gradient
 from raycompo.settings import require
 
@@ -122,3 +123,22 @@ class ComFedL(Algorithm):
 
         w = local_sgd(c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size, u)
         return {"w": w, "count": 1.0}, state
+
+    # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
+    @classmethod
+    def cannot_batch(cls, settings):
+        if settings.outer_batch_size is not None:
+            return "comfedl with an outer batch of its own (outer_batch_size) runs per client"
+        return None
+
+    @batched_phase("robust_value")
+    def batched_robust_value(self, cb, states, payload):
+        batch = cb.batch(0, self.s.batch_size)
+        return {"f": cb.losses(cb.broadcast(payload["w"]), batch).detach()}, states
+
+    @batched_phase("local")
+    def batched_local(self, cb, states, payload):
+        problem = self.client_problem(payload)  # KL-DRO: u = g'(f_B(w)) grad f_B(w) per client
+        w = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size,
+                         lambda w, b, t: cb.loss_grad(w, b, scale=problem.outer_grad)[0])
+        return {"w": w, "count": [1.0] * cb.k}, states

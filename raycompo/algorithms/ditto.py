@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.algorithms.personalized import average_local_models
 from raycompo.settings import require
 
@@ -63,6 +64,18 @@ class Ditto(Algorithm):
             batch = c.data.batch(c.rng(t, stream=1), s.batch_size)
             v = (v - lr * (self.loss_grad(v, batch) + s.lam * (v - w_s))).detach()
         return {"w": w, "count": 1.0}, {**state, "v": v}
+
+    @batched_phase("local")
+    def batched_local(self, cb, states, payload):
+        """client_local for a chunk of clients at once (algorithms/cohort.py)."""
+        s, w_s = self.s, payload["w"]
+        w = cb.local_sgd(cb.broadcast(w_s), s.tau, s.lr, s.batch_size, lambda w, b, t: cb.loss_grad(w, b)[0])  # 1.
+        v = cb.stack_state(states, "v", w_s)  # 2.
+        lr = s.lr if s.personal_lr is None else s.personal_lr
+        for t in range(s.tau if s.personal_steps is None else s.personal_steps):
+            batch = cb.batch(t, s.batch_size, stream=1)
+            v = v - lr * (cb.loss_grad(v, batch)[0] + s.lam * (v - w_s))
+        return {"w": w, "count": [1.0] * cb.k}, [{**st, "v": vi} for st, vi in zip(states, cb.rows(v))]
 
     @client_phase("evaluate")
     def client_evaluate(self, c, state, payload):

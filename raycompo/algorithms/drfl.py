@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.settings import require
 
 
@@ -77,3 +78,15 @@ class DRFL(Algorithm):
         with torch.no_grad():
             batch = c.data.batch(c.rng(0, stream=2), self.s.batch_size)
             return {"loss": self.task.loss(payload["w"], batch)}, state
+
+    # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
+    @batched_phase("local")
+    def batched_local(self, cb, states, payload):
+        w, snap = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size,
+                               lambda w, b, t: cb.loss_grad(w, b)[0], snapshot_at=payload["t_snap"])
+        return {"w": w, "w_snap": snap, "count": [1.0] * cb.k}, states
+
+    @batched_phase("loss")
+    def batched_loss(self, cb, states, payload):
+        with torch.no_grad():
+            return {"loss": cb.losses(cb.broadcast(payload["w"]), cb.batch(0, self.s.batch_size, stream=2))}, states

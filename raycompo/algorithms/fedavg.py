@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.algorithms.personalized import adapted_metrics
 from raycompo.settings import require
 
@@ -44,6 +45,14 @@ class FedAvg(Algorithm):
         w = local_sgd(c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size, lambda w, b, t: self.loss_grad(w, b))
         n = float(c.data.num_samples)
         return {"nw": n * w, "n": n}, state
+
+    @batched_phase("local")
+    def batched_local(self, cb, states, payload):
+        """client_local for a chunk of clients at once (algorithms/cohort.py)."""
+        w = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size,
+                         lambda w, b, t: cb.loss_grad(w, b)[0])
+        n = cb.num_samples()
+        return {"nw": n.to(w.dtype).unsqueeze(1) * w, "n": n.tolist()}, states
 
     @client_phase("evaluate")
     def client_evaluate(self, c, state, payload):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.settings import require
 
 
@@ -54,3 +55,18 @@ class QFedAvg(Algorithm):
             "delta": fq * dw,
             "h": q * loss ** (q - 1) * dw.pow(2).sum() + L * fq,
         }, state
+
+    @batched_phase("local")
+    def batched_local(self, cb, states, payload):
+        """client_local for a chunk of clients at once (algorithms/cohort.py)."""
+        w0 = payload["w"]
+        with torch.no_grad():  # F_k(w) on each client's whole training data (one forward each)
+            loss = torch.stack([self.task.loss(w0, (d.x, d.y)) for d in cb.data]).clamp_min(1e-10)
+        w = cb.local_sgd(cb.broadcast(w0), self.s.tau, self.s.lr, self.s.batch_size, lambda w, b, t: cb.loss_grad(w, b)[0])
+        L, q = 1.0 / self.s.lr, self.s.q
+        dw = L * (w0 - w)
+        fq = loss**q
+        return {
+            "delta": fq.unsqueeze(1) * dw,
+            "h": q * loss ** (q - 1) * dw.pow(2).sum(1) + L * fq,
+        }, states

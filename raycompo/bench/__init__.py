@@ -5,6 +5,8 @@
   round        seconds per round of one ComFedL run: hand-written torch loop vs inline vs ray,
                and the cost of the Ray driver's pool_stats() (`python -m raycompo.bench
                --threads 1`, options and no NAME, runs this one)
+  cohort       seconds per round of m = 10..1000 clients: FLOP floor, hand loop, inline, inline
+               vectorized, ray, ray vectorized (FedAvg and ComFedL, two workloads)
   checkpoint   seconds per checkpoint and its share of a round, with per-client state (Ditto)
   feddro       FedDRO's per-step cost of the y exchange, ray vs inline
   recovery     recovery time after a killed host actor, side by side with the unfaulted run
@@ -22,6 +24,7 @@ from __future__ import annotations
 #: benchmark name (the command's NAME) -> module holding its `main(argv)`
 BENCHMARKS: dict[str, str] = {
     "round": "raycompo.bench.round",
+    "cohort": "raycompo.bench.cohort",
     "checkpoint": "raycompo.bench.checkpoint",
     "feddro": "raycompo.bench.feddro",
     "recovery": "raycompo.bench.recovery",

@@ -1,8 +1,9 @@
 """Seconds per round of the same ComFedL experiment on three engines, side by side:
 
   hand-written   a plain torch loop over the clients (nn.Linear, autograd), no engine
-  inline         raycompo's in-process backend (the reference)
-  ray            raycompo's Ray backend (driver actor + client-host actors)
+  inline         raycompo's in-process backend, client by client (--vectorize off: the reference)
+  inline vec     the same with the 10 clients as one batched computation (--vectorize on)
+  ray            raycompo's Ray backend (driver actor + client-host actors), client by client
 
 and the cost of one `pool_stats()` call on the Ray driver (a round trip to every host: what
 the dashboard's pool gauges fetch, at most once per metrics report interval).
@@ -117,18 +118,21 @@ def main(argv: list[str] | None = None) -> int:
     from raycompo.engine.driver import start_driver
 
     settings = {"lr": 0.01, "gamma": 1.0, "tau": 5, "batch_size": 32}
-    cfg = RunConfig(task="dro-mnist5k", algo="comfedl", rounds=10**6, eval_every=10**6, settings=settings, backend="inline")
+    cfg = RunConfig(task="dro-mnist5k", algo="comfedl", rounds=10**6, eval_every=10**6, settings=settings, backend="inline",
+                    vectorize="off")
     ray_cfg = RunConfig(**{**cfg.to_dict(), "backend": "ray", "clients_per_actor": args.clients_per_actor, "cpus_per_actor": args.cpus_per_actor})
     ray.init(include_dashboard=False, log_to_driver=False)
     inline = Federation(cfg)
+    inline_vec = Federation(RunConfig(**{**cfg.to_dict(), "vectorize": "on"}))
     remote = start_driver(resolve(ray_cfg), get_backend("ray"), "actor", "raycompo-bench")
-    times: dict[str, list[float]] = {"hand-written": [], "inline": [], "ray": [], "pool_stats": []}
+    times: dict[str, list[float]] = {"hand-written": [], "inline": [], "inline vec": [], "ray": [], "pool_stats": []}
     cpu: dict[str, list[float]] = {"hand-written": [], "inline": []}
     for _ in range(args.repeats):
         for k, t in (("hand-written", hand_written_seconds_per_round(cfg, args.rounds, args.warmup)),
                      ("inline", engine_seconds_per_round(inline, args.rounds, args.warmup))):
             times[k].append(t.wall)
             cpu[k].append(t.cpu)
+        times["inline vec"].append(engine_seconds_per_round(inline_vec, args.rounds, args.warmup).wall)
         times["ray"].append(engine_seconds_per_round(remote, args.rounds, args.warmup).wall)
         times["pool_stats"].append(call_seconds(remote.pool_stats, args.rounds))
     remote.close()
@@ -137,10 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ComFedL on dro-mnist5k: 10 clients, tau=5, batch 32; {args.rounds} rounds x {args.repeats} repeats (median)")
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"torch threads here: {torch.get_num_threads()}; ray hosts: clients_per_actor={args.clients_per_actor or 'auto'}, cpus_per_actor={args.cpus_per_actor}")
-    for k in ("hand-written", "inline", "ray"):
+    for k in ("hand-written", "inline", "inline vec", "ray"):
         v = med[k]
         print(f"  {k:<13} {v * 1000:8.2f} ms/round   (all: {', '.join(f'{x * 1000:.2f}' for x in times[k])})")
     print(f"  ratio inline / hand-written: {med['inline'] / med['hand-written']:.2f}")
+    print(f"  ratio inline vec / hand-written: {med['inline vec'] / med['hand-written']:.2f}")
     mcpu = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"  CPU ms/round here: hand-written {mcpu['hand-written'] * 1000:.2f}, inline {mcpu['inline'] * 1000:.2f}; "
           f"ratio {mcpu['inline'] / mcpu['hand-written']:.2f}")

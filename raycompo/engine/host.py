@@ -20,10 +20,13 @@ import torch
 
 from raycompo.algorithms.base import State
 from raycompo.config import Resolved
+from raycompo.engine.allocator import keep_large_allocations
+from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.state_store import StateStore
 from raycompo.seeding import CLIENT, generator
 from raycompo.tasks.base import ClientData
+from raycompo.vectorize import resolved_plan
 
 DATA_CACHE_CLIENTS = 10_000
 """Clients whose data a host keeps materialized at once (least recently used dropped)."""
@@ -100,6 +103,11 @@ class Host:
         self.seed = r.config.seed
         self.task = r.make_task().to(self.device)
         self.algorithm = r.algo_cls(r.algo_settings, self.task)
+        # Phases whose clients run as batched chunks (raycompo/vectorize.py, engine/batched.py).
+        self.batched = set(resolved_plan(r, self.task).phases)
+        self.batched_budget_bytes = r.config.vectorize_memory_mb * 2**20
+        if self.batched:
+            keep_large_allocations()  # batched steps reuse freed heap memory (engine/allocator.py)
         # Client data is materialized when a client is first used, at most
         # DATA_CACHE_CLIENTS at a time (rebuilt identically from (seed, client id) later).
         # A reset host keeps its materialized data when the data are the same (`reset`).
@@ -129,6 +137,10 @@ class Host:
         t0 = time.perf_counter()
         run_phase = self.algorithm.phase(phase)
         payload = to_device(payload, self.device)
+        if phase in self.batched:
+            result = run_batched(self, phase, round_, items, payload, reduce)
+            self.busy_seconds += time.perf_counter() - t0
+            return result
         result: dict[Any, Any] = {}
         for cid, mult in items:
             c = self.context(cid, round_)

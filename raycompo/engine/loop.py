@@ -3,24 +3,43 @@ What happens to each row (files, progress lines, Tune, dashboard) is the observe
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from raycompo.engine.observers import Observer, Row
 
+MAX_ROUNDS_PER_CALL = 50
+"""At most this many rounds in one call to a remote driver."""
 
-def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row]) -> str:
+
+def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], boundary: int | None = None,
+               call_seconds: float = 0.0) -> str:
     """Run `fed` (a Federation, here or remote) to round `rounds`, appending each row to
-    `rows` and passing it to `observer`. Returns 'completed' or 'diverged'."""
+    `rows` and passing it to `observer`. Returns 'completed' or 'diverged'.
+
+    `call_seconds` > 0 (a driver actor): each call to `fed.run_rounds` runs as many rounds
+    as take about that long (measured on the previous call; at most MAX_ROUNDS_PER_CALL),
+    so a round does not pay a round trip to the driver. A call never passes a multiple of
+    `boundary` (the checkpoint period: the checkpointer reads the driver between calls)."""
     if not rows:
         rows.append(fed.initial_row())
         emit(rows[-1], observer)
+    per_call = 1
     while rows[-1]["round"] < rounds:
-        batch = fed.run_rounds(1)
+        done = rows[-1]["round"]
+        count = min(per_call, rounds - done)
+        if boundary:
+            count = min(count, boundary - done % boundary)
+        t0 = time.perf_counter()
+        batch = fed.run_rounds(count)
         for row in batch:
             rows.append(row)
             emit(row, observer)
         if batch and batch[-1]["diverged"]:
             return "diverged"
+        if call_seconds > 0 and batch:
+            per_round = (time.perf_counter() - t0) / len(batch)
+            per_call = max(1, min(MAX_ROUNDS_PER_CALL, int(call_seconds / max(per_round, 1e-6))))
     return "completed"
 
 

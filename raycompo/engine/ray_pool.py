@@ -63,6 +63,11 @@ def payload_bytes(obj: Any) -> int:
     return 0
 
 
+INLINE_PAYLOAD_BYTES = 64 * 1024
+"""Payloads up to this size are sent with each host call rather than put in the object
+store (Ray passes arguments below its `max_direct_call_object_size`, 100 KiB, inline)."""
+
+
 class RayPool:
     """Client hosts as Ray actors named `clients-<j>`; implements `Pool`. The actors come
     from `hosts` (engine/host_actors.py): started for this run and killed at its end
@@ -90,8 +95,11 @@ class RayPool:
         per_host: dict[int, list[tuple[int, int]]] = {}
         for cid, mult in sorted(counts.items()):
             per_host.setdefault(self.owner[cid], []).append((cid, mult))
-        ref = ray.put(payload)  # once, shared by all hosts
-        self.bytes_sent += payload_bytes(payload)
+        size = payload_bytes(payload)
+        self.bytes_sent += size
+        # A large payload goes to the object store once, shared by all hosts; a small one
+        # travels inside each call (no put, no store round trip: ~2.5 ms less per map).
+        ref = ray.put(payload) if size > INLINE_PAYLOAD_BYTES else payload
         hosts = sorted(per_host)
         futures = [self.actors[j].map.remote(phase, round_, per_host[j], ref, reduce) for j in hosts]
         return combine(self._get(futures, f"phase {phase!r} of round {round_}", hosts), reduce)

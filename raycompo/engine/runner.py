@@ -17,7 +17,7 @@ from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint, memory, signals
-from raycompo.engine.driver import start_driver
+from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.engine.placement import plan_placement
@@ -27,6 +27,7 @@ from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
 from raycompo.results import RunWriter, read_config
 from raycompo.tasks.base import Task
+from raycompo.vectorize import resolved_plan
 
 
 @dataclass
@@ -130,6 +131,7 @@ def run(
             say(f"raycompo: note: the source of {', '.join(changed)} changed since the run started; "
                 f"rounds after {start_round} use the new code")
     config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings(),
+              "vectorized": resolved_plan(resolved, resolved.make_task()).record(),
               **plugins.provenance(resolved.task_cls, resolved.algo_cls)}
     # Only a task that records its partition (e.g. task_from_arrays) is built once more here.
     overrides = getattr(resolved.task_cls, "partition_record", None) is not getattr(Task, "partition_record", None)
@@ -182,7 +184,8 @@ def run(
                             started = True
                             watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace,
                                                    start_round=start_round))
-                    status = run_rounds(fed, cfg.rounds, watch, rows)
+                    status = run_rounds(fed, cfg.rounds, watch, rows, boundary=ckpt.every if ckpt else None,
+                                        call_seconds=ROUNDS_CALL_SECONDS if isinstance(fed, RemoteDriver) else 0.0)
                     break
                 except ACTOR_FAILURES as exc:
                     failures += 1
@@ -216,6 +219,11 @@ def run(
     else:
         config.update(status=status, final=rows[-1] if rows else {}, rounds_done=int(rows[-1]["round"]) if rows else 0)
     return RunResult(status, rows, config, out)
+
+
+ROUNDS_CALL_SECONDS = 0.2
+"""A driver actor runs several rounds per call, about this long (engine/loop.py): rows
+reach the observers at least this often, and short rounds do not each pay a round trip."""
 
 
 def metrics_frame(rows: list[Row]) -> pd.DataFrame:

@@ -46,6 +46,21 @@ class FlatModel:
 
     __call__ = forward
 
+    @property
+    def batchable(self) -> bool:
+        """Whether the module computes k models at once (`batched_forward`), which the
+        vectorized cohorts need (raycompo/vectorize.py)."""
+        return getattr(self.module, "batched_forward", None) is not None and not self.buffers
+
+    def batched(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """k models on k batches: w (k, dim), x (k, B, ...) -> outputs (k, B, ...); client
+        i's rows are `forward(w[i], x[i])` up to rounding. Parameters are views of w (each
+        block of a row is contiguous), so autograd's gradient lands in w's layout."""
+        k = w.shape[0]
+        chunks = w.split_with_sizes(self.numels, dim=1)
+        params = {n: c.view(k, *s) for n, c, s in zip(self.names, chunks, self.shapes)}
+        return self.module.batched_forward(params, x)
+
     def to(self, device: torch.device | str) -> FlatModel:
         self.module.to(device)
         self.buffers = dict(self.module.named_buffers())

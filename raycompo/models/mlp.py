@@ -24,3 +24,11 @@ class MLP(nn.Module):
         """forward() as a function of the parameters (FlatModel uses it directly)."""
         h = F.relu(F.linear(x.flatten(1), params["hidden.weight"], params["hidden.bias"]))
         return F.linear(h, params["out.weight"], params["out.bias"])
+
+    @staticmethod
+    def batched_forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """k clients' models at once: x (k, B, ...) -> logits (k, B, C), each layer one
+        `baddbmm` in the (k, out, B) layout (see LogisticRegression.batched_forward)."""
+        xt = x.flatten(2).transpose(1, 2)
+        h = F.relu(torch.baddbmm(params["hidden.bias"].unsqueeze(2), params["hidden.weight"], xt))
+        return torch.baddbmm(params["out.bias"].unsqueeze(2), params["out.weight"], h).transpose(1, 2)

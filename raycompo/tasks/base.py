@@ -127,6 +127,20 @@ class Task:
         """Per-client metrics of model w: at least train_loss, val_loss."""
         raise NotImplementedError
 
+    def batched_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        """k clients' mean losses at once: w (k, dim), `batch` a padded
+        `algorithms.cohort.Batch` of k clients -> (k,), entry i equal (up to rounding) to
+        `loss(w[i], client i's batch)`. What vectorized cohorts run (raycompo/vectorize.py)."""
+        raise NotImplementedError
+
+    @classmethod
+    def cannot_batch(cls) -> str | None:
+        """Why this task's losses cannot be computed for k clients at once (None: they can,
+        given a model with `batched_forward`). Checked by raycompo/vectorize.py."""
+        if cls.batched_losses is Task.batched_losses:
+            return f"task {cls.name} defines no batched_losses"
+        return None
+
     def pooled_metrics(self, per_client: dict[int, dict[str, float]]) -> dict[str, float]:
         """Metrics of the evaluated clients' data taken together, which are not means of
         per-client values (e.g. the fairness tasks' true-positive-rate gaps, ratios of
@@ -171,6 +185,19 @@ class ClassificationTask(Task):
     def loss(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         x, y = batch
         return F.cross_entropy(self.model(w, x), y)
+
+    def batched_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        """Each client's mean cross-entropy over its batch's valid rows (`mask`): padded
+        rows (a client with fewer samples than the batch) weigh exactly 0."""
+        logits = self.model.batched(w, batch.x).transpose(1, 2)  # (k, C, B): contiguous for our models
+        nll = -torch.log_softmax(logits, 1).gather(1, batch.y.unsqueeze(1)).squeeze(1)
+        return (nll * batch.mask).sum(1) / batch.count
+
+    @classmethod
+    def cannot_batch(cls) -> str | None:
+        if cls.loss is not ClassificationTask.loss and cls.batched_losses is ClassificationTask.batched_losses:
+            return f"task {cls.name} has a loss of its own and no batched_losses"
+        return super().cannot_batch()
 
     @torch.no_grad()
     def evaluate(self, w: torch.Tensor, client: ClientData) -> dict[str, float]:

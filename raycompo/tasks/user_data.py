@@ -145,6 +145,16 @@ class UserDataTask(ClassificationTask):
         x, y = batch
         return self._loss(self.model(w, x), y)
 
+    @classmethod
+    def cannot_batch(cls) -> str | None:
+        """Cross-entropy (no `loss` given) batches; a user's loss function does not."""
+        if cls.spec["loss"] is not None:
+            return f"task {cls.name} uses the loss function it was given (vectorized cohorts compute cross-entropy)"
+        return None
+
+    def batched_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        return ClassificationTask.batched_losses(self, w, batch)
+
     def sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """Per-sample losses; only with cross-entropy or a reduction-aware custom loss."""
         if not self.spec["sample_losses"]:

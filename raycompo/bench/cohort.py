@@ -1,0 +1,189 @@
+"""Seconds per round of a cohort of m clients, side by side (issue 18):
+
+  floor          the round's FLOPs (forward and weight-gradient matrix products of every
+                 local step of every client) / this process's measured float32 matmul rate
+  hand loop      a plain torch loop over the clients (autograd, the same data and draws)
+  inline         raycompo's in-process backend, client by client (--vectorize off)
+  inline vec     the same, the cohort as one batched computation (--vectorize on)
+  ray            the Ray backend (driver actor, client-host actors), client by client
+  ray vec        the Ray backend, each host's clients batched
+
+for FedAvg and ComFedL on two workloads: `logistic-784` (a dro-mnist5k-sized multinomial
+logistic regression, 784 x 10, tau 5, batch 32, on synthetic clients of 50-1000 samples)
+and `synthetic` (FedProx's Synthetic(1, 1): 60 features, tau 20, batch 10). The cohort is the
+whole population of m clients. Evaluation is excluded (rounds only).
+
+    python -m raycompo.bench cohort --threads 1 [--m 10 100 1000] [--rounds 5] [--no-ray]
+
+Figures are printed, never asserted; compare the ratios of one run. The targets: inline vec
+within 5x of the floor at m >= 100, and >= 5x faster than inline at m = 100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from raycompo.config import RunConfig, resolve
+from raycompo.engine.federation import Federation
+from raycompo.seeding import CLIENT, generator
+
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "logistic-784": {"n_features": 784, "n_classes": 10, "tau": 5, "batch_size": 32, "lr": 0.01},
+    "synthetic": {"tau": 20, "batch_size": 10, "lr": 0.01},
+}
+ALGOS = {"fedavg": {}, "comfedl": {"gamma": 1.0}}
+
+
+def config(workload: str, algo: str, m: int, backend: str, vectorize: str, hosts: int = 2) -> RunConfig:
+    settings = {**WORKLOADS[workload], **ALGOS[algo], "n_clients": m, "clients_per_round": m}
+    extra = {"clients_per_actor": -(-m // hosts), "cpus_per_actor": 0.5} if backend == "ray" else {}
+    return RunConfig(task="synthetic", algo=algo, rounds=10**6, eval_every=10**6, settings=settings, backend=backend,
+                     vectorize=vectorize, **extra)
+
+
+def matmul_rate(threads: int) -> float:
+    """FLOP/s of a float32 1024 x 1024 matrix product in this process (best of 5)."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    a @ b
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * 1024**3 / best
+
+
+def round_flops(cfg: RunConfig) -> float:
+    """FLOPs of one round's matrix products: per local step and client, the forward x W^T
+    and the weight gradient dlogits^T x, 2 * b_i * d * C each (b_i = min(batch, n_i))."""
+    r = resolve(cfg)
+    s, t = r.algo_settings, r.task_settings
+    task = r.make_task()
+    sizes = [c.num_samples for c in task.clients(list(range(r.n_clients)))]
+    rows = sum(min(s.batch_size, n) for n in sizes)
+    return s.tau * rows * 2 * (2 * t.n_features * t.n_classes)
+
+
+def hand_loop_seconds(cfg: RunConfig, rounds: int) -> float:
+    """FedAvg / ComFedL written directly: nn.Linear, autograd, the engine's seeded draws."""
+    r = resolve(cfg)
+    s, t = r.algo_settings, r.task_settings
+    clients = r.make_task().clients(list(range(r.n_clients)))
+    model = torch.nn.Linear(t.n_features, t.n_classes)
+    w_bar = [torch.zeros(t.n_classes, t.n_features), torch.zeros(t.n_classes)]
+    comfedl = cfg.algo == "comfedl"
+    total_n = float(sum(c.num_samples for c in clients))
+
+    def one_round(rnd: int) -> None:
+        new = [torch.zeros_like(p) for p in w_bar]
+        for c in clients:
+            with torch.no_grad():
+                model.weight.copy_(w_bar[0])
+                model.bias.copy_(w_bar[1])
+            for step in range(s.tau):
+                x, y = c.batch(generator(cfg.seed, CLIENT, c.client_id, rnd, step, 0), s.batch_size)
+                loss = F.cross_entropy(model(x), y)
+                grads = torch.autograd.grad(loss, list(model.parameters()))
+                scale = torch.exp(loss.detach() / s.gamma) / s.gamma if comfedl else 1.0
+                with torch.no_grad():
+                    for p, g in zip(model.parameters(), grads):
+                        p -= s.lr * scale * g
+            weight = 1.0 / len(clients) if comfedl else c.num_samples / total_n
+            for acc, p in zip(new, model.parameters()):
+                acc += weight * p.detach()
+        w_bar[:] = new
+
+    one_round(0)
+    t0 = time.perf_counter()
+    for rnd in range(1, rounds + 1):
+        one_round(rnd)
+    return (time.perf_counter() - t0) / rounds
+
+
+def engine_seconds(fed: Any, rounds: int) -> float:
+    fed.run_rounds(1)  # warm-up: data materialized, buffers allocated
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        fed.run_rounds(1)
+    return (time.perf_counter() - t0) / rounds
+
+
+def ray_seconds(cfg: RunConfig, rounds: int) -> float:
+    from raycompo.backends import get_backend
+    from raycompo.engine.driver import start_driver
+
+    driver = start_driver(resolve(cfg), get_backend("ray"), "actor", "raycompo-bench-cohort")
+    try:
+        return engine_seconds(driver, rounds)
+    finally:
+        driver.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's argument parser (main parses with it; tests check documented commands)."""
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench cohort", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--m", type=int, nargs="+", default=[10, 100, 1000], help="cohort sizes (the whole population)")
+    p.add_argument("--rounds", type=int, default=5, help="timed rounds per engine (after one warm-up round)")
+    p.add_argument("--repeats", type=int, default=1, help="measure this many times, interleaved; report the median")
+    p.add_argument("--workloads", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
+    p.add_argument("--algos", nargs="+", choices=list(ALGOS), default=list(ALGOS))
+    p.add_argument("--no-ray", action="store_true", help="leave out the two Ray columns")
+    p.add_argument("--hosts", type=int, default=2, help="Ray host actors (the cohort split evenly)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads in this process (default: torch's choice)")
+    return p
+
+
+COLUMNS = ("hand loop", "inline", "inline vec", "ray", "ray vec")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rate = matmul_rate(torch.get_num_threads())
+    use_ray = not args.no_ray
+    if use_ray:
+        import ray
+
+        ray.init(include_dashboard=False, log_to_driver=False, num_cpus=max(2, args.hosts))
+    print(f"float32 matmul rate here: {rate / 1e9:.1f} GFLOP/s with {torch.get_num_threads()} torch thread(s); "
+          f"ray hosts: {args.hosts if use_ray else '-'}")
+    header = f"{'workload':<13} {'algo':<8} {'m':>5} {'floor':>8} " + " ".join(f"{c:>10}" for c in COLUMNS)
+    print(header + "   vec/floor  inline/vec  hand/vec")
+    print(" " * 37 + "ms/round" + " " * (len(header) - 45))
+    for workload in args.workloads:
+        for algo in args.algos:
+            for m in args.m:
+                floor = round_flops(config(workload, algo, m, "inline", "off")) / rate
+                times: dict[str, list[float]] = {c: [] for c in COLUMNS}
+                for _ in range(args.repeats):
+                    times["hand loop"].append(hand_loop_seconds(config(workload, algo, m, "inline", "off"), args.rounds))
+                    for col, v in (("inline", "off"), ("inline vec", "on")):
+                        times[col].append(engine_seconds(Federation(config(workload, algo, m, "inline", v)), args.rounds))
+                    if use_ray:
+                        for col, v in (("ray", "off"), ("ray vec", "on")):
+                            times[col].append(ray_seconds(config(workload, algo, m, "ray", v, args.hosts), args.rounds))
+                med = {c: statistics.median(v) if v else float("nan") for c, v in times.items()}
+                cells = " ".join(f"{med[c] * 1e3:10.2f}" for c in COLUMNS)
+                print(f"{workload:<13} {algo:<8} {m:>5} {floor * 1e3:8.2f} {cells}   "
+                      f"{med['inline vec'] / floor:9.1f}x {med['inline'] / med['inline vec']:10.1f}x "
+                      f"{med['hand loop'] / med['inline vec']:8.1f}x", flush=True)
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if use_ray:
+        import ray
+
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""A host's clients run as batched chunks (vectorized cohorts; the plan is raycompo/vectorize.py,
+what a batched phase computes is raycompo/algorithms/cohort.py).
+
+`run_batched` splits a host's share of a cohort into chunks that fit `vectorize_memory_mb`,
+runs the algorithm's batched phase on each chunk, stores the returned states and either
+sums the contributions (float64, weighted by multiplicity, as `Host.map` does client by
+client) or returns them client by client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from raycompo.algorithms.cohort import CohortBatch
+
+FLOATS_PER_MODEL = 8
+"""Model-sized float tensors alive per client in a batched step: the rows of w, their
+copy with requires_grad, the gradient, the update's temporaries, a state (momentum, a
+personal model) and a returned contribution."""
+
+
+def chunk_size(dim: int, row_numel: int, width: int, budget_bytes: float, element_size: int = 4) -> int:
+    """Clients per chunk: as many as fit the budget (at least 1). Per client: the model
+    floats above plus the batch buffer and the activations (about 3 copies of a batch)."""
+    per_client = element_size * (FLOATS_PER_MODEL * dim + 3 * width * row_numel) + 512
+    return max(1, int(budget_bytes // per_client))
+
+
+def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any],
+                reduce: bool) -> dict[Any, Any]:
+    """`Host.map` for a phase with a batched form: chunks of clients, one batched call each."""
+    fn = getattr(host.algorithm, host.algorithm.batched_phases[phase])
+    result: dict[Any, Any] = {}
+    start = 0
+    size = None
+    while start < len(items):
+        if size is None:  # sized once, from the first client's data (tasks' clients share shapes)
+            first = host.clients.get(items[0][0])
+            width = first.num_samples if getattr(host.algorithm.s, "batch_size", None) is None \
+                else min(host.algorithm.s.batch_size, first.num_samples)
+            row = first.x[0].numel() if len(first.x) else 1
+            size = chunk_size(host.task.model.dim, row, max(width, 1), host.batched_budget_bytes)
+        chunk = items[start:start + size]
+        start += len(chunk)
+        ctxs = [host.context(cid, round_) for cid, _ in chunk]
+        states = [host.state(c) for c in ctxs]
+        out, new_states = fn(CohortBatch(ctxs, host.task, host.device), states, payload)
+        if len(new_states) != len(chunk):
+            raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
+        for (cid, _), st in zip(chunk, new_states):
+            host.states.put(cid, st)
+        if reduce:
+            for key, value in out.items():
+                result[key] = _weighted_sum(value, [m for _, m in chunk], result.get(key))
+        else:
+            for i, (cid, _) in enumerate(chunk):
+                result[cid] = {key: value[i] if isinstance(value, list) else value[i].detach().to("cpu")
+                               for key, value in out.items()}
+    return result
+
+
+def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any) -> Any:
+    """acc + sum_i mult_i value_i: a list of Python numbers sums as `host.add_into` does,
+    one client after the other in float64 (the same float); a (k, ...) tensor in float64."""
+    if isinstance(value, list):
+        for m, v in zip(mults, value):
+            acc = float(m) * float(v) if acc is None else acc + float(m) * float(v)
+        return acc
+    v = value.detach().to("cpu", torch.float64)
+    w = torch.tensor([float(m) for m in mults], dtype=torch.float64).view(-1, *([1] * (v.dim() - 1)))
+    total = (v * w).sum(0)
+    return total if acc is None else acc + total

@@ -1,0 +1,82 @@
+"""Which client phases of a run are vectorized, and why not (`--vectorize auto|on|off`).
+
+A host runs a phase's clients as one batched computation (raycompo/algorithms/cohort.py,
+driven by raycompo/engine/batched.py) when all of these hold:
+
+* the algorithm declares a batched form of the phase (`@batched_phase`) in its own class,
+  and its settings allow it (`Algorithm.cannot_batch`);
+* the task computes k clients' losses at once (`Task.batched_losses`; the classification
+  tasks with their cross-entropy do);
+* the task's model computes k models at once (`batched_forward`: logistic regression, MLP).
+
+`auto` (default) vectorizes where these hold and runs per client elsewhere; `on` makes a
+run that cannot be vectorized an error that says why; `off` always runs per client (the
+reference path). Phases without a batched form (e.g. `evaluate`) run per client in any
+mode. config.json records the mode asked for (`vectorize`) and what ran (`vectorized`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from raycompo.errors import ConfigError
+
+MODES = ("auto", "on", "off")
+
+DEFAULT_MEMORY_MB = 512.0
+"""Memory a host's batched chunk may use (`vectorize_memory_mb`): a cohort share larger
+than that runs as several chunks of clients, one after the other."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run vectorizes: the phases run batched (empty: none) and, if none, why."""
+
+    phases: tuple[str, ...]
+    why_not: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """config.json's `vectorized` entry."""
+        return {"phases": list(self.phases), **({"why_not": self.why_not} if self.why_not else {})}
+
+
+def blocker(algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None) -> str | None:
+    """Why this (algorithm, settings, task) cannot run batched; None when it can. `task`
+    (an instance) lets the model be checked too."""
+    if not algo_cls.batched_phases:
+        return f"algorithm {algo_cls.name} has no batched client phases (vectorized: {', '.join(vectorized_algorithms())})"
+    why = algo_cls.cannot_batch(algo_settings) or task_cls.cannot_batch()
+    if why:
+        return why
+    if task is not None and not task.model.batchable:
+        return f"the model of task {task_cls.name} ({type(task.model.module).__name__}) has no batched_forward"
+    return None
+
+
+def plan(mode: str, algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None) -> Plan:
+    """The phases to run batched under `mode`; `on` with a pair that cannot be vectorized
+    is a ConfigError naming why."""
+    if mode not in MODES:
+        raise ConfigError(f"vectorize must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "off":
+        return Plan((), "vectorize off")
+    why = blocker(algo_cls, algo_settings, task_cls, task)
+    if why is not None:
+        if mode == "on":
+            raise ConfigError(f"--vectorize on: {why}; use --vectorize auto (per-client where it cannot) or off")
+        return Plan((), why)
+    return Plan(tuple(sorted(algo_cls.batched_phases)))
+
+
+def resolved_plan(resolved: Any, task: Any = None) -> Plan:
+    """`plan` for a resolved config (`config.Resolved`)."""
+    r = resolved
+    return plan(r.config.vectorize, r.algo_cls, r.algo_settings, r.task_cls, task)
+
+
+def vectorized_algorithms() -> list[str]:
+    """The registered algorithms that declare batched phases."""
+    from raycompo.algorithms import algorithms
+
+    return sorted(name for name, cls in algorithms().items() if cls.batched_phases)

@@ -1,0 +1,210 @@
+"""Vectorized cohorts (raycompo/vectorize.py, algorithms/cohort.py, engine/batched.py): a
+host's clients run as one batched computation and give the per-client path's numbers to
+1e-5 (float32 rounding of a batched product and a masked mean; see algorithms/cohort.py),
+with the same per-client seeded draws, ragged clients, per-client state, chunks of any
+size, and the same numbers on the Ray backend."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+import raycompo
+from raycompo.algorithms.cohort import CohortBatch
+from raycompo.config import RunConfig, resolve
+from raycompo.engine.federation import Federation
+from raycompo.engine.host import ClientCtx
+from raycompo.errors import ConfigError
+from raycompo.run import main as run_main
+from raycompo.vectorize import resolved_plan, vectorized_algorithms
+from tests.helpers import SMALL_DRO
+
+TOL = 1e-5
+
+# Synthetic: clients of 2..40 samples with batch 10, so several are smaller than a batch
+# (ragged, padded); dro-mnist5k: the paper's logistic regression; an MLP on the user-data task.
+SYN = {"n_clients": 12, "min_samples": 2, "max_samples": 40, "clients_per_round": 7, "tau": 3}
+CASES = [
+    ("dro-mnist5k", "fedavg", {}),
+    ("synthetic", "fedavg", SYN),
+    ("dro-mnist5k", "comfedl", {"gamma": 1.0}),
+    ("synthetic", "comfedl", {**SYN, "normalizer": "lse", "gamma": 0.5}),
+    ("dro-mnist5k", "comfedl", {"normalizer": "lse"}),
+    ("synthetic", "ditto", SYN),
+    ("dro-mnist5k", "ditto", {"personal_steps": 2}),
+    ("synthetic", "qfedavg", {**SYN, "q": 1.0}),
+    ("dro-mnist5k", "drfl", {}),
+    ("synthetic", "drfl", SYN),
+]
+
+
+def federation(task: str, algo: str, settings: dict, vectorize: str, **cfg) -> Federation:
+    extra = SMALL_DRO if task == "dro-mnist5k" else {}
+    return Federation(RunConfig(task=task, algo=algo, rounds=4, settings={**extra, **settings}, backend="inline",
+                                vectorize=vectorize, **cfg))
+
+
+def run_rounds(fed: Federation, rounds: int = 4) -> Federation:
+    for _ in range(rounds):
+        fed.run_round()
+    return fed
+
+
+@pytest.mark.parametrize("task,algo,settings", CASES)
+def test_vectorized_equals_per_client(task, algo, settings):
+    ref = run_rounds(federation(task, algo, settings, "off"))
+    vec = run_rounds(federation(task, algo, settings, "on"))
+    assert ref.pool.host.batched == set() and vec.pool.host.batched  # each path ran what it says
+    assert not torch.equal(ref.w, federation(task, algo, settings, "off").w)  # it trained
+    torch.testing.assert_close(vec.w, ref.w, rtol=TOL, atol=TOL)
+    for key, value in ref.state.items():  # server state (DRFL's lambda)
+        torch.testing.assert_close(vec.state[key], value, rtol=TOL, atol=TOL)
+    ref_states, vec_states = ref.pool.client_states(), vec.pool.client_states()
+    assert ref_states.keys() == vec_states.keys()
+    for cid, st in ref_states.items():  # per-client state (Ditto's personal models)
+        for key, value in st.items():
+            torch.testing.assert_close(vec_states[cid][key], value, rtol=TOL, atol=TOL)
+
+
+def test_draws_are_the_per_client_draws():
+    """The batch of client i at step t holds exactly the rows `ClientData.batch(c.rng(t), b)`
+    draws; a client smaller than the batch gets all its rows, in order, and padding."""
+    r = resolve(RunConfig(task="synthetic", algo="fedavg", settings=SYN, backend="inline"))
+    task = r.make_task()
+    ctxs = [ClientCtx(cid, d, round=3, seed=0) for cid, d in enumerate(task.clients(list(range(12))))]
+    sizes = [c.data.num_samples for c in ctxs]
+    assert min(sizes) < 10 < max(sizes)  # ragged for batch 10
+    cb = CohortBatch(ctxs, task, torch.device("cpu"))
+    for step in (0, 1):
+        b = cb.batch(step, 10, stream=1)
+        for i, c in enumerate(ctxs):
+            x, y = c.data.batch(c.rng(step, 1), 10)
+            n = len(y)
+            assert int(b.count[i]) == n and b.mask[i].sum() == n and bool(b.mask[i, :n].all())
+            assert torch.equal(b.x[i, :n], x) and torch.equal(b.y[i, :n], y)
+    w = torch.randn(len(ctxs), task.model.dim)
+    losses = cb.losses(w, b)
+    for i, c in enumerate(ctxs):
+        x, y = c.data.batch(c.rng(1, 1), 10)
+        torch.testing.assert_close(losses[i], task.loss(w[i], (x, y)), rtol=1e-6, atol=1e-6)
+
+
+def test_chunks_give_the_same_numbers():
+    """A memory budget that fits only a few clients runs the cohort as several chunks."""
+    one = run_rounds(federation("synthetic", "ditto", SYN, "on"), 2)
+    tiny = 0.05  # MB: 2-3 clients of the synthetic task's model per chunk
+    many = run_rounds(federation("synthetic", "ditto", SYN, "on", vectorize_memory_mb=tiny), 2)
+    from raycompo.engine.batched import chunk_size
+
+    host = many.pool.host
+    assert chunk_size(host.task.model.dim, 60, 10, host.batched_budget_bytes) < 7  # the cohort of 7 is split
+    torch.testing.assert_close(many.w, one.w, rtol=1e-6, atol=1e-6)
+
+
+def test_plan_and_errors():
+    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl"} <= set(vectorized_algorithms())
+    auto = resolved_plan(resolve(RunConfig(task="dro-mnist5k", algo="comfedl", backend="inline")))
+    assert auto.phases == ("local", "robust_value")
+    # auto falls back to per client with the reason; on is an error that gives it
+    x, y = torch.randn(200, 5), torch.arange(200) % 3
+    custom = raycompo.task_from_arrays(x, y, n_clients=4, loss=torch.nn.functional.cross_entropy, name="custom-loss")
+    plain = raycompo.task_from_arrays(x, y, n_clients=4, model="mlp", name="plain-ce")
+    assert resolved_plan(resolve(RunConfig(task=plain, algo="fedavg", backend="inline"))).phases == ("local",)
+    for task, algo, why in [
+        ("fair-synth", "feddro", "algorithm feddro has no batched client phases"),
+        ("dro-mnist5k", "comfedl-maml", "algorithm comfedl-maml has no batched client phases"),
+        (custom, "fedavg", "uses the loss function it was given"),
+        ("damaml-mnist5k", "fedavg", "(CNN4) has no batched_forward"),
+    ]:
+        cfg = RunConfig(task=task, algo=algo, backend="inline")
+        plan = resolved_plan(resolve(cfg), resolve(cfg).make_task())
+        assert plan.phases == () and why in plan.why_not
+        with pytest.raises(ConfigError, match="--vectorize on: .*" + why.split()[-1] + ".*use --vectorize auto"):
+            resolve(dataclasses.replace(cfg, vectorize="on"))
+    with pytest.raises(ConfigError, match="vectorize must be one of auto, on, off"):
+        resolve(RunConfig(vectorize="yes", backend="inline"))
+    with pytest.raises(ConfigError, match="outer_batch_size"):
+        resolve(RunConfig(algo="comfedl", settings={"outer_batch_size": 8}, vectorize="on", backend="inline"))
+
+
+def test_config_json_records_mode_and_phases(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = run_main(["--backend", "inline", "--algo", "fedavg", "--rounds", "1", "--quiet", "--out", str(out),
+                     "--set", *[f"{k}={v}" for k, v in SMALL_DRO.items()], "--vectorize", "off"])
+    assert code == 0
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["vectorize"] == "off" and cfg["vectorized"]["phases"] == []
+    r = raycompo.run("dro-mnist5k", "fedavg", rounds=1, settings=SMALL_DRO)
+    assert r.config["vectorize"] == "auto" and r.config["vectorized"] == {"phases": ["local"]}
+    assert run_main(["--backend", "inline", "--algo", "feddro", "--task", "fair-synth", "--rounds", "1",
+                     "--vectorize", "on"]) == 2
+    assert "--vectorize on: algorithm feddro has no batched client phases" in capsys.readouterr().err
+
+
+def test_ray_vectorized_equals_inline(ray_session):
+    """Hosts of 3 clients each run their own chunks; the rows equal the inline backend's."""
+    from raycompo.engine import run
+    from tests.helpers import assert_rows_close
+
+    cfg = RunConfig(task="synthetic", algo="ditto", rounds=3, settings=SYN, backend="inline", vectorize="on")
+    inline = run(cfg)
+    remote = run(dataclasses.replace(cfg, backend="ray", clients_per_actor=3, cpus_per_actor=0.5))
+    reference = run(dataclasses.replace(cfg, vectorize="off"))
+    assert_rows_close(inline.rows, remote.rows, tol=1e-6)
+    assert_rows_close(reference.rows, remote.rows, tol=TOL)
+
+
+class MyProx(raycompo.Algorithm):
+    """A user's algorithm with a batched phase, written as docs/running.md describes:
+    FedAvg's average of tau proximal local steps grad f_i(w) + mu (w - w_s)."""
+
+    name = "my-prox"
+    mu = 0.5
+
+    def server_round(self, ctx, w, state):
+        sums = ctx.map("local", ctx.sample(self.s.cohort_size(ctx.n_clients)), {"w": w})
+        return sums["w"] / sums["count"], state
+
+    @raycompo.client_phase("local")
+    def client_local(self, c, state, payload):
+        w0 = payload["w"]
+        w = raycompo.local_sgd(c, w0, self.s.tau, self.s.lr, self.s.batch_size,
+                               lambda w, b, t: self.loss_grad(w, b) + self.mu * (w - w0))
+        return {"w": w, "count": 1.0}, state
+
+    @raycompo.batched_phase("local")
+    def batched_local(self, cb: raycompo.CohortBatch, states, payload):
+        w0 = payload["w"]
+        w = cb.local_sgd(cb.broadcast(w0), self.s.tau, self.s.lr, self.s.batch_size,
+                         lambda w, b, t: cb.loss_grad(w, b)[0] + self.mu * (w - w0))
+        return {"w": w, "count": [1.0] * cb.k}, states
+
+
+class MyProxChild(MyProx):
+    """Changes the local step: the parent's batched form must not run for it."""
+
+    name = "my-prox-child"
+    mu = 2.0
+
+    @raycompo.client_phase("local")
+    def client_local(self, c, state, payload):
+        return super().client_local(c, state, payload)
+
+
+def test_a_users_batched_phase_through_the_public_api():
+    settings = {**SYN, "lr": 0.05}
+    ref = raycompo.run("synthetic", MyProx, rounds=3, settings=settings, vectorize="off")
+    vec = raycompo.run("synthetic", MyProx, rounds=3, settings=settings, vectorize="on")
+    assert vec.config["vectorized"] == {"phases": ["local"]}
+    assert_rows_close_tol(ref.rows, vec.rows)
+    child = raycompo.run("synthetic", MyProxChild, rounds=1, settings=settings)
+    assert child.config["vectorized"]["phases"] == [] and "my-prox-child has no batched" in child.config["vectorized"]["why_not"]
+
+
+def assert_rows_close_tol(a, b):
+    from tests.helpers import assert_rows_close
+
+    assert_rows_close(a, b, tol=TOL)
