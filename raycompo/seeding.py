@@ -35,10 +35,22 @@ def derive_seed(*key: int) -> int:
     """A 63-bit seed from a tuple of non-negative integers (order matters).
 
     Pure Python and a few microseconds: it runs at every local step of every client."""
-    h = 0
+    return fold(0, *key) >> 1
+
+
+def fold(h: int, *key: int) -> int:
+    """The key's 64-bit state from state `h`: derive_seed(*a, *b) == fold(fold(0, *a), *b) >> 1,
+    so a prefix (seed, client, round) is folded once and each step adds its own parts."""
     for k in key:
         h = _splitmix64(h ^ (int(k) & _M64))
-    return h >> 1
+    return h
+
+
+def generator_from(prefix: int, *rest: int) -> torch.Generator:
+    """`generator(*key, *rest)` where prefix = fold(0, *key)."""
+    g = torch.Generator()
+    g.manual_seed(fold(prefix, *rest) >> 1)
+    return g
 
 
 def generator(*key: int) -> torch.Generator:

@@ -14,7 +14,7 @@ import pytest
 import raycompo.bench as bench
 from raycompo.bench.__main__ import main, resolve
 
-NAMES = ["round", "checkpoint", "feddro", "recovery", "scale", "state_store", "sweep", "plugin"]
+NAMES = ["round", "cohort", "startup", "checkpoint", "feddro", "recovery", "scale", "state_store", "sweep", "plugin"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,7 +47,7 @@ def test_unknown_name_exits_2_with_the_list():
 
 def test_unknown_name_in_process(capsys):
     assert main(["nope"]) == 2
-    assert "round, checkpoint" in capsys.readouterr().err
+    assert "round, cohort, startup, checkpoint" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", NAMES)

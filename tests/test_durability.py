@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -177,7 +178,10 @@ def test_a_death_during_recovery_is_retried_with_the_unfaulted_metrics(ray_sessi
     assert_rows_close(inline.rows, faulted.rows, tol=1e-6)
     assert_rows_close(inline.rows, pd.read_csv(tmp_path / "run" / "metrics.csv").to_dict("records"), tol=1e-6)
     assert len(lines) == 2, lines
-    assert "at round 4" in lines[0] and "failure 1 of at most 3" in lines[0]
+    # The host dies after row 3 reaches the observers. A driver actor runs several rounds per
+    # call (engine/loop.py; never past the checkpoint of round 4), so the death shows at round 4
+    # or, when round 4 came in the same call, at the checkpoint after it (named round 5).
+    assert re.search(r"at round [45];", lines[0]) and "failure 1 of at most 3" in lines[0], lines[0]
     assert "while restarting" in lines[1] and "checkpoint of round 2" in lines[1] and "failure 2 of at most 3" in lines[1]
 
 

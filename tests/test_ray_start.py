@@ -167,6 +167,8 @@ def test_the_cli_s_own_ray_listens_on_loopback_only_and_ignores_ray_address(tmp_
         time.sleep(2)  # the dashboard agent and monitor are up by now; look again below
         socks = listening_sockets(proc.pid)
         assert any(cmd.startswith("ray::") or "raylet" in cmd for _, cmd, _, _ in socks), socks
+        full = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid, _, _, _ in socks if Path(f"/proc/{pid}").exists()}
+        assert any(b"dashboard/dashboard.py" in c for c in full.values()), socks  # started in the background, up by now
         exposed = [s for s in socks if not _loopback(s[2])]
         assert exposed == [], exposed
         proc.send_signal(signal.SIGTERM)
@@ -349,3 +351,39 @@ def test_sigterm_as_sigint_calls_the_sigint_handler_of_the_moment():
     finally:
         signal.signal(signal.SIGINT, old)
     assert got == [signal.SIGTERM] and calls == [signal.SIGINT]
+
+
+DASHBOARD_CHILD = r"""
+import json, time, urllib.request
+import ray
+import psutil  # Ray's bundled copy, on sys.path once ray is imported
+from raycompo.engine import dashboard_start, ray_start
+t0 = time.perf_counter()
+ray_start.ensure_ray(None, None)
+init_s = time.perf_counter() - t0
+up = dashboard_start.wait(90)
+url = dashboard_start.url()
+time.sleep(3)  # serving for a while: the thread that started it has long returned from Ray's call
+status = urllib.request.urlopen(url, timeout=30).status
+pids = [p.process.pid for p in ray._private.worker._global_node.all_processes["dashboard"]]
+ray.shutdown()
+time.sleep(1)
+alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+print("RESULT " + json.dumps({"init_s": init_s, "up": up, "url": url, "status": status, "pids": pids, "alive": alive}))
+"""
+
+
+def test_the_dashboard_starts_beside_ray_and_ends_with_it():
+    """engine/dashboard_start.py: ray.init does not wait for the dashboard, which still
+    comes up on loopback, answers HTTP, and is a process Ray knows and ends at shutdown."""
+    proc = subprocess.Popen([sys.executable, "-c", DASHBOARD_CHILD], env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = _finish(proc, 240)
+    finally:
+        _reap(proc)
+    line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
+    assert line, err[-2000:]
+    r = json.loads(line[len("RESULT "):])
+    assert r["up"] and r["url"].startswith("http://127.0.0.1:") and r["status"] == 200
+    assert len(r["pids"]) == 1 and r["alive"] == []

@@ -68,7 +68,7 @@ class CohortBatch:
         self.device = device
         self.ids = [c.client_id for c in clients]
         self.k = len(clients)
-        self._buffers: dict[tuple, Batch] = {}
+        self._buffers: dict[tuple, tuple[Batch, list[torch.Tensor], list[torch.Tensor]]] = {}
         self._rows: dict[tuple, list[int]] = {}
 
     @property
@@ -84,42 +84,48 @@ class CohortBatch:
         `ClientData.batch(c.rng(step, stream), size)` draws (all of them, in order, when
         size is None or >= n_i), padded. The returned tensors are this stream's buffers:
         valid until the next draw on the same stream."""
-        picks = []
+        picks, rows = [], []
         for c in self.clients:
-            n = c.data.num_samples
+            n = len(c.data.y)
             if size is None or size >= n:
                 picks.append(None)  # the full local data, in order (no draw: as `_sample`)
+                rows.append(n)
             else:
                 picks.append(torch.randperm(n, generator=c.rng(step, stream))[:size])
-        rows = [c.data.num_samples if p is None else len(p) for c, p in zip(self.clients, picks)]
+                rows.append(size)
         width = max(rows)
-        buf = self._buffer(stream, width)
-        for i, (c, p) in enumerate(zip(self.clients, picks)):
+        buf, xs, ys = self._buffer(stream, width)
+        for c, p, n, bx, by in zip(self.clients, picks, rows, xs, ys):
             x, y = c.data.x, c.data.y
+            if n < width:
+                bx, by = bx[:n], by[:n]
             if p is None:
-                buf.x[i, : rows[i]].copy_(x)
-                buf.y[i, : rows[i]].copy_(y)
+                bx.copy_(x)
+                by.copy_(y)
             else:
-                p = p.to(x.device)
-                torch.index_select(x, 0, p, out=buf.x[i, : rows[i]])
-                torch.index_select(y, 0, p, out=buf.y[i, : rows[i]])
+                if p.device != x.device:
+                    p = p.to(x.device)
+                torch.index_select(x, 0, p, out=bx)
+                torch.index_select(y, 0, p, out=by)
         if self._rows.get((stream, width)) != rows:  # mark each client's real rows
             self._rows[(stream, width)] = rows
             buf.count.copy_(torch.tensor(rows, dtype=buf.count.dtype))
             buf.mask.copy_(torch.arange(width, device=self.device).unsqueeze(0) < buf.count.unsqueeze(1))
         return buf
 
-    def _buffer(self, stream: int, width: int) -> Batch:
+    def _buffer(self, stream: int, width: int) -> tuple[Batch, list[torch.Tensor], list[torch.Tensor]]:
+        """The reused batch of (stream, width), and each client's row views of x and y."""
         key = (stream, width)
-        buf = self._buffers.get(key)
-        if buf is None:
+        found = self._buffers.get(key)
+        if found is None:
             x0, y0 = self.clients[0].data.x, self.clients[0].data.y
             x = torch.zeros((self.k, width, *x0.shape[1:]), dtype=x0.dtype, device=self.device)
             y = torch.zeros((self.k, width), dtype=y0.dtype, device=self.device)
             mask = torch.ones((self.k, width), dtype=x0.dtype if x0.is_floating_point() else torch.float32, device=self.device)
             count = torch.full((self.k,), float(width), dtype=mask.dtype, device=self.device)
-            buf = self._buffers[key] = Batch(x, y, mask, count)
-        return buf
+            buf = Batch(x, y, mask, count)
+            found = self._buffers[key] = (buf, list(x.unbind(0)), list(y.unbind(0)))
+        return found
 
     def losses(self, w: torch.Tensor, batch: Batch) -> torch.Tensor:
         """(k,): each client's mean loss of its row of w on its batch."""
@@ -130,12 +136,7 @@ class CohortBatch:
         row of w, multiplied by `scale(losses)` (k,) when given (a composition's outer
         derivative at the inner value, e.g. ComFedL's exp(f/gamma)/gamma), as the
         per-client backward pass with `grad_outputs` does."""
-        with torch.enable_grad():
-            w_ = w.detach().requires_grad_(True)
-            f = self.losses(w_, batch)
-            v = torch.ones_like(f) if scale is None else scale(f.detach())
-            (g,) = torch.autograd.grad(f, w_, grad_outputs=v)
-        return g, f.detach()
+        return self.task.batched_loss_grad(w, batch, scale)
 
     def local_sgd(self, w: torch.Tensor, steps: int, lr: float, batch_size: int | None,
                   direction: Callable[[torch.Tensor, Batch, int], torch.Tensor], snapshot_at: int | None = None,

@@ -7,6 +7,8 @@
                --threads 1`, options and no NAME, runs this one)
   cohort       seconds per round of m = 10..1000 clients: FLOP floor, hand loop, inline, inline
                vectorized, ray, ray vectorized (FedAvg and ComFedL, two workloads)
+  startup      from the command to round 1, inline vs ray (with and without the dashboard),
+               and where the time goes (imports, Ray start, actors, first rows)
   checkpoint   seconds per checkpoint and its share of a round, with per-client state (Ditto)
   feddro       FedDRO's per-step cost of the y exchange, ray vs inline
   recovery     recovery time after a killed host actor, side by side with the unfaulted run
@@ -25,6 +27,7 @@ from __future__ import annotations
 BENCHMARKS: dict[str, str] = {
     "round": "raycompo.bench.round",
     "cohort": "raycompo.bench.cohort",
+    "startup": "raycompo.bench.startup",
     "checkpoint": "raycompo.bench.checkpoint",
     "feddro": "raycompo.bench.feddro",
     "recovery": "raycompo.bench.recovery",

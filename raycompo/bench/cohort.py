@@ -116,13 +116,21 @@ def engine_seconds(fed: Any, rounds: int) -> float:
     return (time.perf_counter() - t0) / rounds
 
 
-def ray_seconds(cfg: RunConfig, rounds: int) -> float:
+def ray_seconds(cfg: RunConfig, rounds: int) -> tuple[float, float]:
+    """(seconds per round, the largest host actor's resident memory in MB after the rounds)."""
+    import ray
+
     from raycompo.backends import get_backend
     from raycompo.engine.driver import start_driver
 
-    driver = start_driver(resolve(cfg), get_backend("ray"), "actor", "raycompo-bench-cohort")
+    namespace = "raycompo-bench-cohort"
+    driver = start_driver(resolve(cfg), get_backend("ray"), "actor", namespace)
     try:
-        return engine_seconds(driver, rounds)
+        seconds = engine_seconds(driver, rounds)
+        hosts = len(driver.pool_stats()["host_busy_s"])
+        actors = [ray.get_actor(f"clients-{j}", namespace=namespace) for j in range(hosts)]
+        rss = max(f["rss_mb"] for f in ray.get([a.footprint.remote() for a in actors], timeout=60))
+        return seconds, rss
     finally:
         driver.close()
 
@@ -158,25 +166,28 @@ def main(argv: list[str] | None = None) -> int:
     print(f"float32 matmul rate here: {rate / 1e9:.1f} GFLOP/s with {torch.get_num_threads()} torch thread(s); "
           f"ray hosts: {args.hosts if use_ray else '-'}")
     header = f"{'workload':<13} {'algo':<8} {'m':>5} {'floor':>8} " + " ".join(f"{c:>10}" for c in COLUMNS)
-    print(header + "   vec/floor  inline/vec  hand/vec")
+    print(header + "   vec/floor  inline/vec  hand/vec" + ("   (largest host: ray / ray vec)" if use_ray else ""))
     print(" " * 37 + "ms/round" + " " * (len(header) - 45))
     for workload in args.workloads:
         for algo in args.algos:
             for m in args.m:
                 floor = round_flops(config(workload, algo, m, "inline", "off")) / rate
                 times: dict[str, list[float]] = {c: [] for c in COLUMNS}
+                rss: dict[str, float] = {}
                 for _ in range(args.repeats):
                     times["hand loop"].append(hand_loop_seconds(config(workload, algo, m, "inline", "off"), args.rounds))
                     for col, v in (("inline", "off"), ("inline vec", "on")):
                         times[col].append(engine_seconds(Federation(config(workload, algo, m, "inline", v)), args.rounds))
                     if use_ray:
                         for col, v in (("ray", "off"), ("ray vec", "on")):
-                            times[col].append(ray_seconds(config(workload, algo, m, "ray", v, args.hosts), args.rounds))
+                            sec, rss[col] = ray_seconds(config(workload, algo, m, "ray", v, args.hosts), args.rounds)
+                            times[col].append(sec)
                 med = {c: statistics.median(v) if v else float("nan") for c, v in times.items()}
                 cells = " ".join(f"{med[c] * 1e3:10.2f}" for c in COLUMNS)
                 print(f"{workload:<13} {algo:<8} {m:>5} {floor * 1e3:8.2f} {cells}   "
                       f"{med['inline vec'] / floor:9.1f}x {med['inline'] / med['inline vec']:10.1f}x "
-                      f"{med['hand loop'] / med['inline vec']:8.1f}x", flush=True)
+                      f"{med['hand loop'] / med['inline vec']:8.1f}x"
+                      + (f"   host RSS {rss['ray']:.0f} / {rss['ray vec']:.0f} MB" if rss else ""), flush=True)
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if use_ray:
         import ray

@@ -24,7 +24,7 @@ from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.state_store import StateStore
-from raycompo.seeding import CLIENT, generator
+from raycompo.seeding import CLIENT, fold, generator_from
 from raycompo.tasks.base import ClientData
 from raycompo.vectorize import resolved_plan
 
@@ -44,8 +44,12 @@ class ClientCtx:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     def rng(self, step: int, stream: int = 0) -> torch.Generator:
-        """The stream seeded by (seed, client, round, step, stream)."""
-        return generator(self.seed, CLIENT, self.client_id, self.round, step, stream)
+        """The stream seeded by (seed, client, round, step, stream) (the key's first four
+        parts folded once per context: the same seed as `generator(...)` of all five)."""
+        prefix = self.__dict__.get("_prefix")
+        if prefix is None:
+            prefix = self._prefix = fold(0, self.seed, CLIENT, self.client_id, self.round)
+        return generator_from(prefix, step, stream)
 
 
 def to_device(obj: Any, device: torch.device) -> Any:
@@ -137,10 +141,10 @@ class Host:
         t0 = time.perf_counter()
         run_phase = self.algorithm.phase(phase)
         payload = to_device(payload, self.device)
-        if phase in self.batched:
-            result = run_batched(self, phase, round_, items, payload, reduce)
+        if phase in self.batched:  # the clients in batched chunks (engine/batched.py)
+            batched = run_batched(self, phase, round_, items, payload, reduce)
             self.busy_seconds += time.perf_counter() - t0
-            return result
+            return batched
         result: dict[Any, Any] = {}
         for cid, mult in items:
             c = self.context(cid, round_)

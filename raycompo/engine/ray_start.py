@@ -26,9 +26,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
+from raycompo.engine import dashboard_start
 from raycompo.engine.signals import Interrupted, raise_interrupted
 from raycompo.errors import ConfigError
 
@@ -147,7 +149,11 @@ def _start_local(ray, **kwargs) -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address in this process
     os.environ[LOCAL_ONLY_ENV] = "0"  # and in the processes Ray starts (ray_constants reads it at import)
     try:
-        _init(ray, address="local", dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1", **kwargs)
+        with dashboard_start.in_background():  # the raylet and the run's actors do not wait for it
+            _init(ray, address="local", dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1", **kwargs)
+        shown = dashboard_start.url() is not None  # ray.init printed it: the dashboard was up first
+        if not shown and kwargs.get("log_to_driver", True) and kwargs.get("include_dashboard") is not False:
+            threading.Thread(target=_announce_dashboard, name="raycompo-dashboard-url", daemon=True).start()
     finally:
         if saved_flag is not None:
             ray_constants.ENABLE_RAY_CLUSTER = saved_flag
@@ -155,6 +161,12 @@ def _start_local(ray, **kwargs) -> None:
             os.environ.pop(LOCAL_ONLY_ENV, None)
         else:
             os.environ[LOCAL_ONLY_ENV] = saved_env
+
+
+def _announce_dashboard() -> None:
+    """One line on stderr once the dashboard (started in the background) answers."""
+    if dashboard_start.wait() and dashboard_start.url():
+        print(f"raycompo: Ray dashboard at {dashboard_start.url()}", file=sys.stderr, flush=True)
 
 
 def _init(ray, **kwargs) -> None:

@@ -52,14 +52,34 @@ class FlatModel:
         vectorized cohorts need (raycompo/vectorize.py)."""
         return getattr(self.module, "batched_forward", None) is not None and not self.buffers
 
+    def _rows(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
+        k = w.shape[0]
+        chunks = w.split_with_sizes(self.numels, dim=1)
+        return {n: c.view(k, *s) for n, c, s in zip(self.names, chunks, self.shapes)}
+
+    @property
+    def has_pullback(self) -> bool:
+        """Whether the module backpropagates k models by hand (`batched_pullback`)."""
+        return getattr(self.module, "batched_pullback", None) is not None and not self.buffers
+
+    def batched_pullback(self, w: torch.Tensor, x: torch.Tensor):
+        """(outputs (k, out, B), pullback): pullback(g) is the (k, dim) gradient of
+        sum(g * outputs) with respect to w, without autograd (the module's own
+        `batched_pullback`; each parameter's block written in place)."""
+        outputs, pull = self.module.batched_pullback(self._rows(w), x)
+
+        def pullback(g: torch.Tensor) -> torch.Tensor:
+            grad = torch.empty(w.shape, dtype=w.dtype, device=w.device)
+            pull(g, self._rows(grad))
+            return grad
+
+        return outputs, pullback
+
     def batched(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """k models on k batches: w (k, dim), x (k, B, ...) -> outputs (k, B, ...); client
         i's rows are `forward(w[i], x[i])` up to rounding. Parameters are views of w (each
         block of a row is contiguous), so autograd's gradient lands in w's layout."""
-        k = w.shape[0]
-        chunks = w.split_with_sizes(self.numels, dim=1)
-        params = {n: c.view(k, *s) for n, c, s in zip(self.names, chunks, self.shapes)}
-        return self.module.batched_forward(params, x)
+        return self.module.batched_forward(self._rows(w), x)
 
     def to(self, device: torch.device | str) -> FlatModel:
         self.module.to(device)

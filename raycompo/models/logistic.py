@@ -32,3 +32,17 @@ class LogisticRegression(nn.Module):
         x W^T on small batches, and transposing the result is a view."""
         xt = x.flatten(2).transpose(1, 2)
         return torch.baddbmm(params["linear.bias"].unsqueeze(2), params["linear.weight"], xt).transpose(1, 2)
+
+    @staticmethod
+    def batched_pullback(params: dict[str, torch.Tensor], x: torch.Tensor):
+        """(logits (k, C, B), pullback): pullback(g, out) writes the gradients of
+        sum(g * logits) into `out` (views of the parameters' shapes, k first): the weight's
+        is g x (one `bmm`), the bias's the sum of g over the batch. No autograd graph."""
+        xt = x.flatten(2)
+        logits = torch.baddbmm(params["linear.bias"].unsqueeze(2), params["linear.weight"], xt.transpose(1, 2))
+
+        def pullback(g: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
+            torch.bmm(g, xt, out=out["linear.weight"])
+            torch.sum(g, 2, out=out["linear.bias"])
+
+        return logits, pullback

@@ -32,3 +32,20 @@ class MLP(nn.Module):
         xt = x.flatten(2).transpose(1, 2)
         h = F.relu(torch.baddbmm(params["hidden.bias"].unsqueeze(2), params["hidden.weight"], xt))
         return torch.baddbmm(params["out.bias"].unsqueeze(2), params["out.weight"], h).transpose(1, 2)
+
+    @staticmethod
+    def batched_pullback(params: dict[str, torch.Tensor], x: torch.Tensor):
+        """(logits (k, C, B), pullback) as LogisticRegression.batched_pullback, backpropagating
+        by hand through the output layer, the ReLU and the hidden layer."""
+        xt = x.flatten(2)
+        h = F.relu(torch.baddbmm(params["hidden.bias"].unsqueeze(2), params["hidden.weight"], xt.transpose(1, 2)))
+        logits = torch.baddbmm(params["out.bias"].unsqueeze(2), params["out.weight"], h)
+
+        def pullback(g: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
+            torch.bmm(g, h.transpose(1, 2), out=out["out.weight"])
+            torch.sum(g, 2, out=out["out.bias"])
+            gh = torch.bmm(params["out.weight"].transpose(1, 2), g) * (h > 0)  # through the ReLU
+            torch.bmm(gh, xt, out=out["hidden.weight"])
+            torch.sum(gh, 2, out=out["hidden.bias"])
+
+        return logits, pullback

@@ -133,6 +133,19 @@ class Task:
         `loss(w[i], client i's batch)`. What vectorized cohorts run (raycompo/vectorize.py)."""
         raise NotImplementedError
 
+    def batched_loss_grad(self, w: torch.Tensor, batch: Any, scale: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(gradients (k, dim), losses (k,)) of the k clients' mean losses at their rows of
+        w, each gradient multiplied by `scale(losses)` (k,) when given. By default one
+        autograd backward pass through `batched_losses` (the clients are independent, so
+        the gradient of the sum is the stack of the gradients), with `scale` as its
+        `grad_outputs`, as the per-client path's backward pass."""
+        with torch.enable_grad():
+            w_ = w.detach().requires_grad_(True)
+            f = self.batched_losses(w_, batch)
+            v = torch.ones_like(f) if scale is None else scale(f.detach())
+            (g,) = torch.autograd.grad(f, w_, grad_outputs=v)
+        return g, f.detach()
+
     @classmethod
     def cannot_batch(cls) -> str | None:
         """Why this task's losses cannot be computed for k clients at once (None: they can,
@@ -192,6 +205,25 @@ class ClassificationTask(Task):
         logits = self.model.batched(w, batch.x).transpose(1, 2)  # (k, C, B): contiguous for our models
         nll = -torch.log_softmax(logits, 1).gather(1, batch.y.unsqueeze(1)).squeeze(1)
         return (nll * batch.mask).sum(1) / batch.count
+
+    def batched_loss_grad(self, w: torch.Tensor, batch: Any, scale: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """With a model that backpropagates by hand (`FlatModel.has_pullback`: logistic
+        regression, MLP), the cross-entropy's gradient with respect to the logits is
+        written out, v_i mask_b / n_i (softmax(z_b) - onehot(y_b)), and pulled back
+        through the model without autograd; otherwise autograd (Task.batched_loss_grad)."""
+        if not self.model.has_pullback or w.requires_grad:
+            return super().batched_loss_grad(w, batch, scale)
+        with torch.no_grad():
+            logits, pullback = self.model.batched_pullback(w, batch.x)  # (k, C, B)
+            logp = torch.log_softmax(logits, 1)
+            picked = logp.gather(1, batch.y.unsqueeze(1))  # (k, 1, B)
+            f = -(picked.squeeze(1) * batch.mask).sum(1) / batch.count
+            v = torch.ones_like(f) if scale is None else scale(f)
+            coef = (v / batch.count).unsqueeze(1) * batch.mask  # (k, B)
+            g = logp.exp_()  # softmax, in place of log-softmax
+            g.scatter_add_(1, batch.y.unsqueeze(1), -torch.ones_like(picked))
+            g.mul_(coef.unsqueeze(1))
+            return pullback(g), f
 
     @classmethod
     def cannot_batch(cls) -> str | None:

@@ -152,9 +152,6 @@ class UserDataTask(ClassificationTask):
             return f"task {cls.name} uses the loss function it was given (vectorized cohorts compute cross-entropy)"
         return None
 
-    def batched_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
-        return ClassificationTask.batched_losses(self, w, batch)
-
     def sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """Per-sample losses; only with cross-entropy or a reduction-aware custom loss."""
         if not self.spec["sample_losses"]:
