@@ -2,6 +2,7 @@
 seed: every draw is seeded by (seed, client, round, step), never by placement."""
 
 import dataclasses
+import time
 
 import pytest
 
@@ -65,3 +66,31 @@ def test_error_inside_host_actors_reaches_the_caller_and_actors_end(ray_session)
     for name in ("driver", "clients-0", "clients-1"):
         with pytest.raises(ValueError, match="Failed to look up actor"):
             ray.get_actor(name, namespace="failing-hosts")
+
+
+def test_hosts_start_beside_the_driver_and_end_with_it_even_if_it_died(ray_session):
+    """start_driver creates the host actors in this process while the driver actor starts
+    (engine/driver.py, host_actors.PrestartedHosts): the driver runs on exactly those hosts,
+    and closing the driver kills them, also after the driver itself died (they are this
+    process's actors, so they do not fate-share with it)."""
+    import ray
+
+    from raycompo.backends import get_backend
+    from raycompo.config import resolve
+    from raycompo.engine.driver import start_driver
+
+    cfg = dataclasses.replace(small_config("fedavg", rounds=1), backend="ray", clients_per_actor=2, cpus_per_actor=0.5)
+    fed = start_driver(resolve(cfg), get_backend("ray"), "actor", "prestart-test")
+    hosts = list(fed._hosts)
+    assert len(hosts) == 2
+    assert [ray.get_actor(f"clients-{j}", namespace="prestart-test") for j in range(2)] == hosts
+    assert fed.run_rounds(1)[0]["round"] == 1
+    ray.kill(fed._actor)  # the driver dies; its hosts live on until closed
+    assert ray.get([h.stats.remote() for h in hosts], timeout=30)
+    fed.close()
+    for h in hosts:  # ray.kill is asynchronous: a call may still be answered for a moment
+        deadline = time.monotonic() + 30
+        with pytest.raises(ray.exceptions.RayActorError):
+            while time.monotonic() < deadline:
+                ray.get(h.stats.remote(), timeout=10)
+                time.sleep(0.1)

@@ -20,8 +20,11 @@ CLOSE_TIMEOUT_S = 10.0
 class RemoteDriver:
     """A `Federation` running in the actor `driver`; method calls block until they return."""
 
-    def __init__(self, actor: Any):
+    def __init__(self, actor: Any, hosts: list[Any] | None = None):
         self._actor = actor
+        self._hosts = hosts or []
+        """Host actors this process started for the driver (`PrestartedHosts`): this
+        process owns them, so closing kills them as well."""
 
     # No timeout on the driver's own calls: a round may legitimately take long, and every
     # wait inside it (on host actors) is bounded by --host-timeout; Ctrl-C ends it at once.
@@ -43,8 +46,12 @@ class RemoteDriver:
         try:  # the driver kills its hosts; never wait long on a driver that is stuck
             ray_get(self._actor.close.remote(), timeout=CLOSE_TIMEOUT_S)
         except Exception:
-            pass  # dead or stuck: killing it ends its hosts too (they fate-share with it)
+            pass  # dead or stuck: killing it ends the hosts it started (they fate-share with it)
         ray.kill(self._actor)
+        if self._hosts:  # the hosts started here are this process's: they end here
+            from raycompo.engine.host_actors import kill
+
+            kill(self._hosts)
 
 
 def start_driver(resolved: Resolved, backend: Backend, where: str = "actor", namespace: str | None = None,
@@ -65,8 +72,22 @@ def start_driver(resolved: Resolved, backend: Backend, where: str = "actor", nam
         raise ValueError("hosts= (reused host actors) needs driver='local': the driver actor cannot use this process's")
     import ray
 
-    actor = ray.remote(Federation).options(name="driver", namespace=namespace, num_cpus=0)
-    fed = RemoteDriver(actor.remote(resolved, factory, start=False, run=run))
+    from raycompo.engine.host_actors import PrestartedHosts, create_hosts
+    from raycompo.engine.placement import plan_placement
+
+    # The hosts start now, beside the driver actor (each a worker process importing torch
+    # and loading its data), rather than after it: the driver only waits for them.
+    placement = plan_placement(resolved.config, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
+    prestarted = create_hosts(resolved, placement, placement_group, namespace, run)
+    factory = functools.partial(factory, hosts=PrestartedHosts(prestarted))
+    try:
+        actor = ray.remote(Federation).options(name="driver", namespace=namespace, num_cpus=0)
+        fed = RemoteDriver(actor.remote(resolved, factory, start=False, run=run), hosts=prestarted)
+    except BaseException:
+        from raycompo.engine.host_actors import kill
+
+        kill(prestarted)
+        raise
     try:
         fed.start()
     except BaseException:

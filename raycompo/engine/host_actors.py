@@ -55,20 +55,31 @@ def host_args(resolved: Resolved, placement: Placement, j: int) -> tuple:
     return (placement.blocks[j], None, max(1, int(cfg.cpus_per_actor)), cfg.state_budget_bytes(placement.n_hosts))
 
 
-def start_hosts(resolved: Resolved, placement: Placement, placement_group: Any, namespace: str | None,
-                wait: Wait, run: str | None = None) -> list[Any]:
-    """New host actors `clients-<j>` (in `namespace`), once they are ready; killed if any
-    fails (bad data or settings: the error is raised as itself) or is late."""
+def create_hosts(resolved: Resolved, placement: Placement, placement_group: Any, namespace: str | None,
+                 run: str | None = None) -> list[Any]:
+    """New host actors `clients-<j>` (in `namespace`), created and not waited for: they
+    start (a worker process, torch's import, the data) while the caller goes on."""
     import ray
 
     actor_cls = ray.remote(Host)
-    actors = []
+    actors: list[Any] = []
     try:
         for j in range(placement.n_hosts):
             opts: dict[str, Any] = {"name": f"clients-{j}", **placement.actor_options(j, placement_group)}
             if namespace:
                 opts["namespace"] = namespace
+                wait_name_free(f"clients-{j}", namespace)
             actors.append(actor_cls.options(**opts).remote(resolved, *host_args(resolved, placement, j), run=run))
+    except BaseException:
+        kill(actors)
+        raise
+    return actors
+
+
+def wait_ready(actors: list[Any], wait: Wait) -> list[Any]:
+    """`actors` once every one is ready (`Host.ready`); all killed if one fails (bad data or
+    settings: the error is raised as itself) or is late."""
+    try:
         # fail early: data, settings; and never wait forever for resources to free up
         wait([a.ready.remote() for a in actors], "start (actors pending for free resources, or loading data)",
              list(range(len(actors))))
@@ -76,6 +87,34 @@ def start_hosts(resolved: Resolved, placement: Placement, placement_group: Any, 
         kill(actors)
         raise
     return actors
+
+
+def start_hosts(resolved: Resolved, placement: Placement, placement_group: Any, namespace: str | None,
+                wait: Wait, run: str | None = None) -> list[Any]:
+    """New host actors `clients-<j>` (in `namespace`), once they are ready (`wait_ready`)."""
+    return wait_ready(create_hosts(resolved, placement, placement_group, namespace, run), wait)
+
+
+NAME_FREE_TIMEOUT_S = 30.0
+"""How long a new host waits for its name to be released by a killed one of the same name."""
+
+
+def wait_name_free(name: str, namespace: str, timeout_s: float = NAME_FREE_TIMEOUT_S) -> None:
+    """Return once no live actor holds `name` in `namespace` (a killed run's host releases
+    its name a moment after `ray.kill`); a RuntimeError naming it after `timeout_s`."""
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            return  # no such actor: free
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"actor name {name!r} in namespace {namespace!r} still taken after {timeout_s:g} s")
+        time.sleep(0.05)
 
 
 def kill(actors: list[Any]) -> None:
@@ -110,6 +149,28 @@ class FreshHosts:
     def acquire(self, resolved: Resolved, placement: Placement, placement_group: Any, namespace: str | None,
                 wait: Wait, run: str | None = None) -> list[Any]:
         return start_hosts(resolved, placement, placement_group, namespace, wait, run)
+
+    def release(self, actors: list[Any], healthy: bool) -> None:
+        drop_run_state(actors)
+        kill(actors)
+
+
+class PrestartedHosts:
+    """Host actors the caller created (`create_hosts`) while the driver actor starts, so
+    the driver and its hosts start in parallel (engine/driver.py). The driver waits for
+    them to be ready and kills them at its end, like FreshHosts. They belong to the caller,
+    not to the driver: `RemoteDriver.close` kills them too, so a driver that died does not
+    leave them behind."""
+
+    def __init__(self, actors: list[Any]):
+        self.actors = actors
+
+    def acquire(self, resolved: Resolved, placement: Placement, placement_group: Any, namespace: str | None,
+                wait: Wait, run: str | None = None) -> list[Any]:
+        if len(self.actors) != placement.n_hosts:  # the driver's plan differs from the caller's
+            kill(self.actors)
+            return start_hosts(resolved, placement, placement_group, namespace, wait, run)
+        return wait_ready(self.actors, wait)
 
     def release(self, actors: list[Any], healthy: bool) -> None:
         drop_run_state(actors)
