@@ -103,6 +103,9 @@ class Resolved:
     algo_settings: Any
     n_clients: int
     """The task's number of clients, found once at resolution."""
+    vectorized: Any = None
+    """Which client phases run batched (`raycompo.vectorize.Plan`), decided once at
+    resolution (None where it was not: `resolve(check_clients=False)`)."""
 
     def make_task(self):
         return self.task_cls(self.task_settings, self.config.seed, self.config.data_dir)
@@ -210,5 +213,6 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     algo_settings.validate(n_clients)
     from raycompo.vectorize import plan
 
-    plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
-    return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients)
+    vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
+    return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
+                    vectorized if task is not None else None)

@@ -70,8 +70,11 @@ def plan(mode: str, algo_cls: type, algo_settings: Any, task_cls: type, task: An
 
 
 def resolved_plan(resolved: Any, task: Any = None) -> Plan:
-    """`plan` for a resolved config (`config.Resolved`)."""
+    """The plan of a resolved config (`config.Resolved`): the one `resolve` decided, else
+    decided now (`task`, an instance, lets the model be checked)."""
     r = resolved
+    if r.vectorized is not None:
+        return r.vectorized
     return plan(r.config.vectorize, r.algo_cls, r.algo_settings, r.task_cls, task)
 
 

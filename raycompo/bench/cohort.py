@@ -29,11 +29,10 @@ import time
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
+from raycompo.bench.timing import engine_seconds_per_round, hand_loop_seconds_per_round
 from raycompo.config import RunConfig, resolve
 from raycompo.engine.federation import Federation
-from raycompo.seeding import CLIENT, generator
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "logistic-784": {"n_features": 784, "n_classes": 10, "tau": 5, "batch_size": 32, "lr": 0.01},
@@ -44,7 +43,8 @@ ALGOS = {"fedavg": {}, "comfedl": {"gamma": 1.0}}
 
 def config(workload: str, algo: str, m: int, backend: str, vectorize: str, hosts: int = 2) -> RunConfig:
     settings = {**WORKLOADS[workload], **ALGOS[algo], "n_clients": m, "clients_per_round": m}
-    extra = {"clients_per_actor": -(-m // hosts), "cpus_per_actor": 0.5} if backend == "ray" else {}
+    # Ray: a host that cannot start (no free CPU) or answer fails within 5 minutes, naming itself.
+    extra = {"clients_per_actor": -(-m // hosts), "cpus_per_actor": 0.5, "host_timeout_s": 300.0} if backend == "ray" else {}
     return RunConfig(task="synthetic", algo=algo, rounds=10**6, eval_every=10**6, settings=settings, backend=backend,
                      vectorize=vectorize, **extra)
 
@@ -72,48 +72,8 @@ def round_flops(cfg: RunConfig) -> float:
     return s.tau * rows * 2 * (2 * t.n_features * t.n_classes)
 
 
-def hand_loop_seconds(cfg: RunConfig, rounds: int) -> float:
-    """FedAvg / ComFedL written directly: nn.Linear, autograd, the engine's seeded draws."""
-    r = resolve(cfg)
-    s, t = r.algo_settings, r.task_settings
-    clients = r.make_task().clients(list(range(r.n_clients)))
-    model = torch.nn.Linear(t.n_features, t.n_classes)
-    w_bar = [torch.zeros(t.n_classes, t.n_features), torch.zeros(t.n_classes)]
-    comfedl = cfg.algo == "comfedl"
-    total_n = float(sum(c.num_samples for c in clients))
-
-    def one_round(rnd: int) -> None:
-        new = [torch.zeros_like(p) for p in w_bar]
-        for c in clients:
-            with torch.no_grad():
-                model.weight.copy_(w_bar[0])
-                model.bias.copy_(w_bar[1])
-            for step in range(s.tau):
-                x, y = c.batch(generator(cfg.seed, CLIENT, c.client_id, rnd, step, 0), s.batch_size)
-                loss = F.cross_entropy(model(x), y)
-                grads = torch.autograd.grad(loss, list(model.parameters()))
-                scale = torch.exp(loss.detach() / s.gamma) / s.gamma if comfedl else 1.0
-                with torch.no_grad():
-                    for p, g in zip(model.parameters(), grads):
-                        p -= s.lr * scale * g
-            weight = 1.0 / len(clients) if comfedl else c.num_samples / total_n
-            for acc, p in zip(new, model.parameters()):
-                acc += weight * p.detach()
-        w_bar[:] = new
-
-    one_round(0)
-    t0 = time.perf_counter()
-    for rnd in range(1, rounds + 1):
-        one_round(rnd)
-    return (time.perf_counter() - t0) / rounds
-
-
 def engine_seconds(fed: Any, rounds: int) -> float:
-    fed.run_rounds(1)  # warm-up: data materialized, buffers allocated
-    t0 = time.perf_counter()
-    for _ in range(rounds):
-        fed.run_rounds(1)
-    return (time.perf_counter() - t0) / rounds
+    return engine_seconds_per_round(fed, rounds, warmup=1).wall
 
 
 def ray_seconds(cfg: RunConfig, rounds: int) -> tuple[float, float]:
@@ -175,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 times: dict[str, list[float]] = {c: [] for c in COLUMNS}
                 rss: dict[str, float] = {}
                 for _ in range(args.repeats):
-                    times["hand loop"].append(hand_loop_seconds(config(workload, algo, m, "inline", "off"), args.rounds))
+                    times["hand loop"].append(hand_loop_seconds_per_round(config(workload, algo, m, "inline", "off"), args.rounds, 1).wall)
                     for col, v in (("inline", "off"), ("inline vec", "on")):
                         times[col].append(engine_seconds(Federation(config(workload, algo, m, "inline", v)), args.rounds))
                     if use_ray:

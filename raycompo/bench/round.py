@@ -26,29 +26,12 @@ import os
 import statistics
 import sys
 import time
-from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
-from raycompo.config import RunConfig, resolve
+from raycompo.bench.timing import engine_seconds_per_round, hand_loop_seconds_per_round
+from raycompo.config import RunConfig
 from raycompo.engine.federation import Federation
-from raycompo.seeding import CLIENT, generator
-
-
-class Timing(NamedTuple):
-    wall: float
-    """Wall-clock seconds per round."""
-    cpu: float
-    """This process's CPU seconds per round."""
-
-
-def engine_seconds_per_round(fed, rounds: int, warmup: int) -> Timing:
-    fed.run_rounds(warmup)
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(rounds):
-        fed.run_rounds(1)  # one call per round, as the run CLI does
-    return Timing((time.perf_counter() - t0) / rounds, (time.process_time() - c0) / rounds)
 
 
 def batched_seconds_per_round(fed, rounds: int, warmup: int) -> float:
@@ -67,42 +50,6 @@ def call_seconds(fn, calls: int) -> float:
     for _ in range(calls):
         fn()
     return (time.perf_counter() - t0) / calls
-
-
-def hand_written_seconds_per_round(cfg: RunConfig, rounds: int, warmup: int) -> Timing:
-    """ComFedL Algorithm 1 written directly: the same data, batches and maths."""
-    r = resolve(cfg)
-    s = r.algo_settings
-    task = r.make_task()
-    clients = task.clients(list(range(task.n_clients)))
-    model = torch.nn.Linear(784, 10)
-    w_bar = [torch.zeros(10, 784), torch.zeros(10)]
-
-    def one_round(rnd: int) -> None:
-        new = [torch.zeros_like(p) for p in w_bar]
-        for c in clients:
-            with torch.no_grad():
-                model.weight.copy_(w_bar[0])
-                model.bias.copy_(w_bar[1])
-            for t in range(s.tau):
-                g = generator(cfg.seed, CLIENT, c.client_id, rnd, t, 0)
-                x, y = c.batch(g, s.batch_size)
-                loss = F.cross_entropy(model(x), y)
-                grads = torch.autograd.grad(loss, list(model.parameters()))
-                scale = torch.exp(loss.detach() / s.gamma) / s.gamma  # grad g(f) for g = exp(y/gamma)
-                with torch.no_grad():
-                    for p, gr in zip(model.parameters(), grads):
-                        p -= s.lr * scale * gr
-            for acc, p in zip(new, model.parameters()):
-                acc += p.detach() / len(clients)
-        w_bar[:] = new
-
-    for rnd in range(warmup):
-        one_round(rnd)
-    t0, c0 = time.perf_counter(), time.process_time()
-    for rnd in range(warmup, warmup + rounds):
-        one_round(rnd)
-    return Timing((time.perf_counter() - t0) / rounds, (time.process_time() - c0) / rounds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"lr": 0.01, "gamma": 1.0, "tau": 5, "batch_size": 32}
     cfg = RunConfig(task="dro-mnist5k", algo="comfedl", rounds=10**6, eval_every=10**6, settings=settings, backend="inline",
                     vectorize="off")
-    ray_cfg = RunConfig(**{**cfg.to_dict(), "backend": "ray", "clients_per_actor": args.clients_per_actor, "cpus_per_actor": args.cpus_per_actor})
+    ray_cfg = RunConfig(**{**cfg.to_dict(), "backend": "ray", "clients_per_actor": args.clients_per_actor, "cpus_per_actor": args.cpus_per_actor,
+                           "host_timeout_s": 300.0})  # a host that cannot start fails within 5 min, named
     ray.init(include_dashboard=False, log_to_driver=False)
     inline = Federation(cfg)
     inline_vec = Federation(RunConfig(**{**cfg.to_dict(), "vectorize": "on"}))
@@ -141,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "ray vec, rounds per call": [], "pool_stats": []}
     cpu: dict[str, list[float]] = {"hand-written": [], "inline": []}
     for _ in range(args.repeats):
-        for k, t in (("hand-written", hand_written_seconds_per_round(cfg, args.rounds, args.warmup)),
+        for k, t in (("hand-written", hand_loop_seconds_per_round(cfg, args.rounds, args.warmup)),
                      ("inline", engine_seconds_per_round(inline, args.rounds, args.warmup))):
             times[k].append(t.wall)
             cpu[k].append(t.cpu)

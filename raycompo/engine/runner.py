@@ -131,7 +131,7 @@ def run(
             say(f"raycompo: note: the source of {', '.join(changed)} changed since the run started; "
                 f"rounds after {start_round} use the new code")
     config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings(),
-              "vectorized": resolved_plan(resolved, resolved.make_task()).record(),
+              "vectorized": resolved_plan(resolved).record(),
               **plugins.provenance(resolved.task_cls, resolved.algo_cls)}
     # Only a task that records its partition (e.g. task_from_arrays) is built once more here.
     overrides = getattr(resolved.task_cls, "partition_record", None) is not getattr(Task, "partition_record", None)
