@@ -28,22 +28,26 @@ def chunk_size(dim: int, row_numel: int, width: int, budget_bytes: float, elemen
     return max(1, int(budget_bytes // per_client))
 
 
+def clients_per_chunk(host: Any, cid: int) -> int:
+    """`chunk_size` for a host's model and batch, from client `cid`'s data (a task's clients
+    share their samples' shape)."""
+    data = host.clients.get(cid)
+    batch_size = getattr(host.algorithm.s, "batch_size", None)
+    width = data.num_samples if batch_size is None else min(batch_size, data.num_samples)
+    row = data.x[0].numel() if len(data.x) else 1
+    return chunk_size(host.task.model.dim, row, max(width, 1), host.batched_budget_bytes)
+
+
 def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any],
                 reduce: bool) -> dict[Any, Any]:
     """`Host.map` for a phase with a batched form: chunks of clients, one batched call each."""
     fn = getattr(host.algorithm, host.algorithm.batched_phases[phase])
     result: dict[Any, Any] = {}
-    start = 0
-    size = None
-    while start < len(items):
-        if size is None:  # sized once, from the first client's data (tasks' clients share shapes)
-            first = host.clients.get(items[0][0])
-            width = first.num_samples if getattr(host.algorithm.s, "batch_size", None) is None \
-                else min(host.algorithm.s.batch_size, first.num_samples)
-            row = first.x[0].numel() if len(first.x) else 1
-            size = chunk_size(host.task.model.dim, row, max(width, 1), host.batched_budget_bytes)
+    if not items:
+        return result
+    size = clients_per_chunk(host, items[0][0])
+    for start in range(0, len(items), size):
         chunk = items[start:start + size]
-        start += len(chunk)
         ctxs = [host.context(cid, round_) for cid, _ in chunk]
         states = [host.state(c) for c in ctxs]
         out, new_states = fn(CohortBatch(ctxs, host.task, host.device), states, payload)
