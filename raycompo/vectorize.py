@@ -6,7 +6,9 @@ driven by raycompo/engine/batched.py) when all of these hold:
 * the algorithm declares a batched form of the phase (`@batched_phase`) in its own class,
   and its settings allow it (`Algorithm.cannot_batch`);
 * the task computes k clients' losses at once (`Task.batched_losses`; the classification
-  tasks with their cross-entropy do);
+  tasks with their cross-entropy do; FedDRO's family needs the per-sample ones,
+  `Task.batched_sample_losses`, and a DRO objective rather than a task's own composition:
+  `Algorithm.cannot_batch_task`);
 * the task's model computes k models at once (`batched_forward`: logistic regression, MLP).
 
 `auto` (default) vectorizes where these hold and runs per client elsewhere; `on` makes a
@@ -46,7 +48,7 @@ def blocker(algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None
     (an instance) lets the model be checked too."""
     if not algo_cls.batched_phases:
         return f"algorithm {algo_cls.name} has no batched client phases (vectorized: {', '.join(vectorized_algorithms())})"
-    why = algo_cls.cannot_batch(algo_settings) or task_cls.cannot_batch()
+    why = algo_cls.cannot_batch(algo_settings) or algo_cls.cannot_batch_task(task_cls, algo_settings)
     if why:
         return why
     if task is not None and not task.model.batchable:

@@ -27,6 +27,7 @@ TOL = 1e-5
 # Synthetic: clients of 2..40 samples with batch 10, so several are smaller than a batch
 # (ragged, padded); dro-mnist5k: the paper's logistic regression; an MLP on the user-data task.
 SYN = {"n_clients": 12, "min_samples": 2, "max_samples": 40, "clients_per_round": 7, "tau": 3}
+DRO_SYN = {"n_clients": 12, "min_samples": 2, "max_samples": 40, "sync_every": 3, "batch_size": 10, "lam": 2.0}
 CASES = [
     ("dro-mnist5k", "fedavg", {}),
     ("synthetic", "fedavg", SYN),
@@ -38,6 +39,13 @@ CASES = [
     ("synthetic", "qfedavg", {**SYN, "q": 1.0}),
     ("dro-mnist5k", "drfl", {}),
     ("synthetic", "drfl", SYN),
+    # FedDRO: y exchanged every step, the hybrid estimate (8), h for the chi-square objectives
+    ("dro-mnist5k", "feddro", {"sync_every": 3, "beta": 0.5, "lr": 0.1}),
+    ("synthetic", "feddro", {**DRO_SYN, "objective": "chi2-dro", "beta": 0.3}),
+    ("feddro-digits-st", "feddro", {"sync_every": 2, "objective": "chi2", "lam": 5.0, "beta": 1.0}),
+    ("synthetic", "fedavg-co", {**DRO_SYN, "case": 1}),
+    ("dro-mnist5k", "fedavg-co", {"sync_every": 2, "case": 2, "objective": "chi2-dro", "lr": 0.1}),
+    ("synthetic", "mbsgd-co", {**DRO_SYN, "objective": "chi2-dro"}),
 ]
 
 
@@ -105,7 +113,7 @@ def test_chunks_give_the_same_numbers():
 
 
 def test_plan_and_errors():
-    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl"} <= set(vectorized_algorithms())
+    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl", "feddro", "fedavg-co", "mbsgd-co"} <= set(vectorized_algorithms())
     auto = resolved_plan(resolve(RunConfig(task="dro-mnist5k", algo="comfedl", backend="inline")))
     assert auto.phases == ("local", "robust_value")
     # auto falls back to per client with the reason; on is an error that gives it
@@ -114,7 +122,8 @@ def test_plan_and_errors():
     plain = raycompo.task_from_arrays(x, y, n_clients=4, model="mlp", name="plain-ce")
     assert resolved_plan(resolve(RunConfig(task=plain, algo="fedavg", backend="inline"))).phases == ("local",)
     for task, algo, why in [
-        ("fair-synth", "feddro", "algorithm feddro has no batched client phases"),
+        ("fair-synth", "feddro", "solves the task's own composition, which has no batched form"),
+        ("dro-mnist5k", "pdsgd", "algorithm pdsgd has no batched client phases"),
         ("dro-mnist5k", "comfedl-maml", "algorithm comfedl-maml has no batched client phases"),
         (custom, "fedavg", "uses the loss function it was given"),
         ("damaml-mnist5k", "fedavg", "(CNN4) has no batched_forward"),
@@ -141,7 +150,7 @@ def test_config_json_records_mode_and_phases(tmp_path, capsys):
     assert r.config["vectorize"] == "auto" and r.config["vectorized"] == {"phases": ["local"]}
     assert run_main(["--backend", "inline", "--algo", "feddro", "--task", "fair-synth", "--rounds", "1",
                      "--vectorize", "on"]) == 2
-    assert "--vectorize on: algorithm feddro has no batched client phases" in capsys.readouterr().err
+    assert "--vectorize on: feddro on task fair-synth solves the task's own composition" in capsys.readouterr().err
 
 
 def test_ray_vectorized_equals_inline(ray_session):
@@ -235,3 +244,39 @@ def test_hand_written_pullback_equals_autograd(model):
         wi = w[i].clone().requires_grad_(True)
         (gi,) = torch.autograd.grad(task.loss(wi, (xb, yb)), wi)
         torch.testing.assert_close(g[i], torch.exp(f[i]) * gi, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("objective", ["kl", "chi2", "chi2-dro"])
+@pytest.mark.parametrize("model", ["logistic", "mlp"])
+def test_batched_dro_parts_equal_per_client(objective, model):
+    """FedDRO's batched parts (problems/global_batched.py): each client's g_k, Jacobian and
+    grad h_k from one batched pass of per-sample losses equal the per-client torch.func
+    ones (ragged batches), and the written-out per-sample gradient equals autograd's."""
+    from raycompo.algorithms.co_common import GlobalCOSettings
+    from raycompo.algorithms.feddro import FedDRO
+    from raycompo.problems import global_batched
+    from raycompo.problems.global_composition import g_value_and_jacobian, h_grad
+    from raycompo.tasks.base import Task
+
+    x, y = torch.randn(300, 7), torch.arange(300) % 4
+    cls = raycompo.task_from_arrays(x, y, n_clients=5, model=model, partition="dirichlet", name=f"dro-{model}")
+    task = resolve(RunConfig(task=cls, algo="feddro", backend="inline")).make_task()
+    problem = FedDRO(GlobalCOSettings(objective=objective, lam=3.0), task).problem
+    ctxs = [ClientCtx(cid, d, round=0, seed=1) for cid, d in enumerate(task.clients(list(range(5))))]
+    cb = CohortBatch(ctxs, task, torch.device("cpu"))
+    b_g, b_h = cb.batch(0, 40), cb.batch(0, 40, stream=1)
+    assert b_g.mask.sum() < b_g.mask.numel()  # some client has fewer than 40 samples
+    w = torch.randn(5, task.model.dim) * 0.3
+    g, jac, gh = global_batched.local_parts(task, problem, w, b_g, b_h if problem.has_h else None)
+    assert (gh is None) == (objective == "kl")
+    for i, c in enumerate(ctxs):
+        value, jac_i = g_value_and_jacobian(problem, w[i], c.data.batch(c.rng(0), 40))
+        torch.testing.assert_close(g[i], value, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(jac[i], jac_i, rtol=1e-5, atol=1e-6)
+        if gh is not None:
+            torch.testing.assert_close(gh[i], h_grad(problem, w[i], c.data.batch(c.rng(0, 1), 40)), rtol=1e-5, atol=1e-6)
+    weigh = lambda losses: torch.exp(losses) * b_g.mask / b_g.count.unsqueeze(1)  # noqa: E731
+    hand, losses = task.batched_sample_grad(w, b_g, weigh)
+    auto, losses_ref = Task.batched_sample_grad(task, w, b_g, weigh)
+    torch.testing.assert_close(losses * b_g.mask, losses_ref * b_g.mask, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(hand, auto, rtol=1e-5, atol=1e-6)

@@ -169,6 +169,13 @@ class Algorithm:
         batch. Checked by raycompo/vectorize.py."""
         return None
 
+    @classmethod
+    def cannot_batch_task(cls, task_cls: type[Task], settings: Any) -> str | None:
+        """Why this task keeps this algorithm's batched phases from applying (None: they
+        apply). The default asks the task for its batched mean losses
+        (`Task.cannot_batch`); FedDRO's family asks for per-sample ones instead."""
+        return task_cls.cannot_batch()
+
     # --- server side ---------------------------------------------------------------
     def init_server_state(self, w0: torch.Tensor, n_clients: int) -> dict[str, Any]:
         """Server state besides the global model (e.g. DRFL's mixing weights)."""

@@ -83,6 +83,12 @@ class GlobalCOAlgorithm(Algorithm):
                 f"task {task_cls.name} has neither"
             )
 
+    @classmethod
+    def cannot_batch_task(cls, task_cls, settings) -> str | None:
+        if "global_composition" in task_cls.capabilities:
+            return f"{cls.name} on task {task_cls.name} solves the task's own composition, which has no batched form"
+        return task_cls.cannot_batch_samples()
+
     def __init__(self, settings, task):
         super().__init__(settings, task)
         self.problem: GlobalComposition = self.build_problem()
@@ -117,6 +123,12 @@ class GlobalCOAlgorithm(Algorithm):
         None when the objective has no h."""
         b_g = c.data.batch(c.rng(step, 0), self.s.batch_size)
         b_h = c.data.batch(c.rng(step, 1), self.s.batch_size) if self.problem.has_h else None
+        return b_g, b_h
+
+    def batched_batches(self, cb, step: int) -> tuple[Any, Any]:
+        """`batches` for a chunk of clients: their (b_g, b_h) of local step `step`, padded."""
+        b_g = cb.batch(step, self.s.batch_size, 0)
+        b_h = cb.batch(step, self.s.batch_size, 1) if self.problem.has_h else None
         return b_g, b_h
 
     def g_at(self, x: torch.Tensor, batch: Any) -> torch.Tensor:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.algorithms.cohort import batched_phase
+from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
 from raycompo.settings import require
 
@@ -67,3 +69,22 @@ class FedAvgCO(GlobalCOAlgorithm):
             x = x - payload["lr"] * direction(self.problem, jac, y, gh)
             y = self.g_at(x, c.data.batch(c.rng(j + 1, Y_STREAM), self.s.batch_size))  # y_k = g_k(x_k)
         return {"x": x}, state
+
+    # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
+    @batched_phase("inner")
+    def batched_inner(self, cb, states, payload):
+        batch = cb.batch(0, self.s.batch_size, Y_STREAM)
+        return {"y": global_batched.g_values(cb.task, self.problem, cb.broadcast(payload["w"]), batch)}, states
+
+    @batched_phase("local")
+    def batched_local(self, cb, states, payload):
+        x = cb.broadcast(payload["w"])
+        y = payload["ybar"]
+        if y is None:  # Case I: y_k = g_k(x-bar), one per client (k, d_g)
+            y = self.batched_inner(cb, states, payload)[0]["y"]
+        for j in range(self.s.sync_every):
+            b_g, b_h = self.batched_batches(cb, j)
+            _, jac, gh = global_batched.local_parts(cb.task, self.problem, x, b_g, b_h)
+            x = x - payload["lr"] * global_batched.direction(self.problem, jac, y, gh)
+            y = global_batched.g_values(cb.task, self.problem, x, cb.batch(j + 1, self.s.batch_size, Y_STREAM))
+        return {"x": x}, states

@@ -40,6 +40,8 @@ import torch
 
 from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.algorithms.cohort import batched_phase
+from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
 from raycompo.settings import require
 
@@ -105,3 +107,37 @@ class FedDRO(GlobalCOAlgorithm):
             # the last local iterate before the step, not the pre-averaging x_k^I).
             y = (1 - self.s.beta) * (state["ybar"] - self.g_at(state["x_y"], b_g)) + g_new
         return {"y": y}, {**state, "x_y": state["x"]}
+
+    # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
+    # What eq. (7) needs at x_k (its Jacobian row, grad h) is cached in each client's
+    # c.scratch as the per-client path does, so a chunk's rows are stacked again per step.
+    @batched_phase("start")
+    def batched_start(self, cb, states, payload):
+        w = payload["w"]
+        return self._batched_estimate(cb, [{**s, "x": w} for s in states], cb.broadcast(w), 0)
+
+    @batched_phase("step")
+    def batched_step(self, cb, states, payload):
+        ybar = payload["ybar"]
+        jac = torch.stack([c.scratch.pop("jac") for c in cb.clients])
+        ghs = [c.scratch.pop("gh") for c in cb.clients]
+        gh = None if ghs[0] is None else torch.stack(ghs)
+        x = torch.stack([s["x"] for s in states]) - payload["lr"] * global_batched.direction(self.problem, jac, ybar, gh)
+        states = [{**s, "ybar": ybar, "x": xi} for s, xi in zip(states, cb.rows(x))]
+        if payload["last"]:
+            return {"x": x}, states
+        return self._batched_estimate(cb, states, x, payload["j"])
+
+    def _batched_estimate(self, cb, states, x, j: int):
+        """`_estimate` for a chunk: y_k by eq. (8) at the rows x (k, dim)."""
+        b_g, b_h = self.batched_batches(cb, j)
+        y, jac, gh = global_batched.local_parts(cb.task, self.problem, x, b_g, b_h)
+        for i, c in enumerate(cb.clients):
+            c.scratch["jac"], c.scratch["gh"] = jac[i], None if gh is None else gh[i]
+        corrected = [("ybar" in s and self.s.beta < 1) for s in states]
+        if any(corrected):  # rows with a previous estimate: (1 - beta)(y-bar - g(x_k^{t-1})) + g(x_k^t)
+            x_y = torch.stack([s.get("x_y", s["x"]) for s in states])
+            ybar = torch.stack([s.get("ybar", y[0]) for s in states])
+            hybrid = (1 - self.s.beta) * (ybar - global_batched.g_values(cb.task, self.problem, x_y, b_g)) + y
+            y = torch.where(torch.tensor(corrected, device=y.device).unsqueeze(1), hybrid, y)
+        return {"y": y}, [{**s, "x_y": s["x"]} for s in states]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.algorithms.cohort import batched_phase
+from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
 
 
@@ -39,3 +41,12 @@ class MBSGDCO(GlobalCOAlgorithm):
         if gh is not None:
             out["gh"] = gh
         return out, state
+
+    @batched_phase("grad")
+    def batched_grad(self, cb, states, payload):
+        b_g, b_h = self.batched_batches(cb, payload["j"])
+        g, jac, gh = global_batched.local_parts(cb.task, self.problem, cb.broadcast(payload["w"]), b_g, b_h)
+        out = {"g": g, "jac": jac}
+        if gh is not None:
+            out["gh"] = gh
+        return out, states

@@ -4,7 +4,8 @@
 
 FedDRO exchanges y (d_g = 1 number per client) at every local step and the model every
 I steps; a round of I steps costs I + 1 exchanges (the y exchange is fused with the step).
-For each backend the benchmark times `--rounds` rounds of the algorithm (no evaluation,
+For each backend, per client (`--vectorize off`) and vectorized (`on`: each host's
+clients as one batched computation), the benchmark times `--rounds` rounds of the algorithm (no evaluation,
 after one warm-up round) and prints:
 
 * step: wall time per local step (round time / I);
@@ -76,25 +77,29 @@ def main(argv: list[str] | None = None) -> int:
     # One torch thread in the inline process, as in each Ray host (cpus_per_actor = 1):
     # on a loaded machine two OpenMP threads can make tiny ops many times slower.
     torch.set_num_threads(1)
-    results = {"inline": measure(RunConfig(**base, backend="inline"), args.rounds, args.pings)}
+    results = {"inline": measure(RunConfig(**base, backend="inline", vectorize="off"), args.rounds, args.pings),
+               "inline vec": measure(RunConfig(**base, backend="inline", vectorize="on"), args.rounds, args.pings)}
 
     from raycompo.backends import make_pool
     from raycompo.engine.ray_start import ensure_ray
 
     ensure_ray(args.address, include_dashboard=False)
     ns = f"raycompo-bench-{uuid.uuid4().hex[:8]}"
-    cfg = RunConfig(**base, backend="ray")
-    results["ray"] = measure(cfg, args.rounds, args.pings, lambda r: make_pool(r, namespace=ns))
+    for name, mode in (("ray", "off"), ("ray vec", "on")):
+        cfg = RunConfig(**base, backend="ray", vectorize=mode)
+        results[name] = measure(cfg, args.rounds, args.pings, lambda r: make_pool(r, namespace=ns))
 
     print(f"FedDRO on {args.task}: K={args.clients} clients, I={args.sync_every}, batch {args.batch_size}, "
           f"{args.rounds} rounds ({args.sync_every + 1} exchanges per round)")
-    print(f"{'backend':8} {'step ms':>9} {'compute ms':>11} {'exchange ms':>12} {'exch share':>11} {'ping ms':>9}")
+    print(f"{'backend':10} {'step ms':>9} {'compute ms':>11} {'exchange ms':>12} {'exch share':>11} {'ping ms':>9}")
     for name, r in results.items():
         exch = max(0.0, r["step"] - r["compute"])
-        print(f"{name:8} {1e3 * r['step']:9.2f} {1e3 * r['compute']:11.2f} {1e3 * exch:12.2f} {exch / r['step']:11.1%} {1e3 * r['ping']:9.2f}")
+        print(f"{name:10} {1e3 * r['step']:9.2f} {1e3 * r['compute']:11.2f} {1e3 * exch:12.2f} {exch / r['step']:11.1%} {1e3 * r['ping']:9.2f}")
     ratio = results["ray"]["step"] / results["inline"]["step"]
     print(f"ray / inline per-step time: {ratio:.2f}x; one bare y exchange over Ray: {1e3 * results['ray']['ping']:.2f} ms "
           f"({results['ray']['ping'] * (args.sync_every + 1) / args.sync_every / results['ray']['step']:.1%} of a step)")
+    print(f"vectorized / per client: inline {results['inline vec']['step'] / results['inline']['step']:.2f}x, "
+          f"ray {results['ray vec']['step'] / results['ray']['step']:.2f}x")
     return 0
 
 

@@ -73,8 +73,28 @@ def _per_sample(v: torch.Tensor) -> torch.Tensor:
     return v.reshape(-1, 1)
 
 
+class LossComposition(GlobalComposition):
+    """A DRO objective on per-sample losses l_i: phi_i = g_of_loss(l_i) (d_g = 1) and
+    psi_i = h_of_loss(l_i), elementwise. Its batched form (problems/global_batched.py)
+    needs only the task's batched per-sample losses."""
+
+    sample_losses: SampleLosses
+
+    def g_of_loss(self, losses: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def h_of_loss(self, losses: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def g_samples(self, w, batch):
+        return _per_sample(self.g_of_loss(self.sample_losses(w, batch)))
+
+    def h_samples(self, w, batch):
+        return self.h_of_loss(self.sample_losses(w, batch))
+
+
 @dataclass
-class KLDRO(GlobalComposition):
+class KLDRO(LossComposition):
     """Eq. (4): Phi = log(1/m sum exp(l_i / lam)). `shift` s rescales g by exp(-s / lam)
     (Phi shifts by -s / lam, the gradient does not change): it keeps exp finite."""
 
@@ -82,8 +102,8 @@ class KLDRO(GlobalComposition):
     lam: float
     shift: float = 0.0
 
-    def g_samples(self, w, batch):
-        return _per_sample(torch.exp((self.sample_losses(w, batch) - self.shift) / self.lam))
+    def g_of_loss(self, losses):
+        return torch.exp((losses - self.shift) / self.lam)
 
     def f(self, y):
         return torch.log(y).sum()
@@ -96,36 +116,35 @@ class KLDRO(GlobalComposition):
 
 
 @dataclass
-class Chi2DRO(GlobalComposition):
+class Chi2DRO(LossComposition):
     """Eq. (5) as printed: h = -mean l^2 / (2 lam), g = mean l, f = g^2 / (2 lam)."""
 
     sample_losses: SampleLosses
     lam: float
     has_h = True
 
-    def g_samples(self, w, batch):
-        return _per_sample(self.sample_losses(w, batch))
+    def g_of_loss(self, losses):
+        return losses
 
-    def h_samples(self, w, batch):
-        return -self.sample_losses(w, batch) ** 2 / (2 * self.lam)
+    def h_of_loss(self, losses):
+        return -losses**2 / (2 * self.lam)
 
     def f(self, y):
         return (y**2).sum() / (2 * self.lam)
 
 
 @dataclass
-class Chi2Penalty(GlobalComposition):
+class Chi2Penalty(LossComposition):
     """mean l + Var(l) / (2 lam): h = mean(l + l^2 / (2 lam)), g = mean l, f = -g^2 / (2 lam)."""
 
     sample_losses: SampleLosses
     lam: float
     has_h = True
 
-    def g_samples(self, w, batch):
-        return _per_sample(self.sample_losses(w, batch))
+    def g_of_loss(self, losses):
+        return losses
 
-    def h_samples(self, w, batch):
-        losses = self.sample_losses(w, batch)
+    def h_of_loss(self, losses):
         return losses + losses**2 / (2 * self.lam)
 
     def f(self, y):

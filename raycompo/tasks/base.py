@@ -146,12 +146,39 @@ class Task:
             (g,) = torch.autograd.grad(f, w_, grad_outputs=v)
         return g, f.detach()
 
+    def batched_sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        """k clients' per-sample losses at once: w (k, dim), a padded `Batch` -> (k, B),
+        row i equal (up to rounding) to `sample_losses(w[i], client i's batch)` on its real
+        rows (padded rows hold any finite value; callers weigh them by `batch.mask`). What
+        the batched global-composition algorithms (FedDRO) run."""
+        raise NotImplementedError
+
+    def batched_sample_grad(self, w: torch.Tensor, batch: Any,
+                            weigh: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """(gradients (k, dim), per-sample losses (k, B)): row i is sum_b a_ib grad l_ib(w_i),
+        the per-sample losses' gradients weighed by `a = weigh(losses)` (k, B), e.g. a
+        composition's phi'(l_ib) mask_ib / n_i. By default one autograd backward pass
+        through `batched_sample_losses` with `a` as its `grad_outputs`."""
+        with torch.enable_grad():
+            w_ = w.detach().requires_grad_(True)
+            losses = self.batched_sample_losses(w_, batch)
+            (g,) = torch.autograd.grad(losses, w_, grad_outputs=weigh(losses.detach()))
+        return g, losses.detach()
+
     @classmethod
     def cannot_batch(cls) -> str | None:
         """Why this task's losses cannot be computed for k clients at once (None: they can,
         given a model with `batched_forward`). Checked by raycompo/vectorize.py."""
         if cls.batched_losses is Task.batched_losses:
             return f"task {cls.name} defines no batched_losses"
+        return None
+
+    @classmethod
+    def cannot_batch_samples(cls) -> str | None:
+        """Why this task's per-sample losses cannot be computed for k clients at once
+        (`batched_sample_losses`; None: they can). Checked for FedDRO's family."""
+        if cls.batched_sample_losses is Task.batched_sample_losses:
+            return f"task {cls.name} defines no batched_sample_losses"
         return None
 
     def pooled_metrics(self, per_client: dict[int, dict[str, float]]) -> dict[str, float]:
@@ -199,37 +226,62 @@ class ClassificationTask(Task):
         x, y = batch
         return F.cross_entropy(self.model(w, x), y)
 
+    def batched_sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
+        """Each client's per-sample cross-entropy (k, B); padded rows are finite (0 inputs)."""
+        logits = self.model.batched(w, batch.x).transpose(1, 2)  # (k, C, B): contiguous for our models
+        return -torch.log_softmax(logits, 1).gather(1, batch.y.unsqueeze(1)).squeeze(1)
+
     def batched_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """Each client's mean cross-entropy over its batch's valid rows (`mask`): padded
         rows (a client with fewer samples than the batch) weigh exactly 0."""
-        logits = self.model.batched(w, batch.x).transpose(1, 2)  # (k, C, B): contiguous for our models
-        nll = -torch.log_softmax(logits, 1).gather(1, batch.y.unsqueeze(1)).squeeze(1)
-        return (nll * batch.mask).sum(1) / batch.count
+        return (self.batched_sample_losses(w, batch) * batch.mask).sum(1) / batch.count
 
     def batched_loss_grad(self, w: torch.Tensor, batch: Any, scale: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """With a model that backpropagates by hand (`FlatModel.has_pullback`: logistic
-        regression, MLP), the cross-entropy's gradient with respect to the logits is
-        written out, v_i mask_b / n_i (softmax(z_b) - onehot(y_b)), and pulled back
-        through the model without autograd; otherwise autograd (Task.batched_loss_grad)."""
+        """Each client's mean loss and its gradient, times `scale(losses)`: the per-sample
+        gradients weighed by v_i mask_b / n_i (`batched_sample_grad`)."""
         if not self.model.has_pullback or w.requires_grad:
             return super().batched_loss_grad(w, batch, scale)
+        means: list[torch.Tensor] = []
+
+        def weigh(losses: torch.Tensor) -> torch.Tensor:
+            f = (losses * batch.mask).sum(1) / batch.count
+            means.append(f)
+            v = torch.ones_like(f) if scale is None else scale(f)
+            return (v / batch.count).unsqueeze(1) * batch.mask
+
+        g, _ = self.batched_sample_grad(w, batch, weigh)
+        return g, means[0]
+
+    def batched_sample_grad(self, w: torch.Tensor, batch: Any, weigh: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """With a model that backpropagates by hand (`FlatModel.has_pullback`: logistic
+        regression, MLP), the cross-entropy's gradient with respect to the logits is
+        written out, a_ib (softmax(z_ib) - onehot(y_ib)), and pulled back through the
+        model without autograd; otherwise autograd (Task.batched_sample_grad)."""
+        if not self.model.has_pullback or w.requires_grad:
+            return super().batched_sample_grad(w, batch, weigh)
         with torch.no_grad():
             logits, pullback = self.model.batched_pullback(w, batch.x)  # (k, C, B)
             logp = torch.log_softmax(logits, 1)
             picked = logp.gather(1, batch.y.unsqueeze(1))  # (k, 1, B)
-            f = -(picked.squeeze(1) * batch.mask).sum(1) / batch.count
-            v = torch.ones_like(f) if scale is None else scale(f)
-            coef = (v / batch.count).unsqueeze(1) * batch.mask  # (k, B)
+            losses = -picked.squeeze(1)
+            a = weigh(losses)  # (k, B)
             g = logp.exp_()  # softmax, in place of log-softmax
             g.scatter_add_(1, batch.y.unsqueeze(1), -torch.ones_like(picked))
-            g.mul_(coef.unsqueeze(1))
-            return pullback(g), f
+            g.mul_(a.unsqueeze(1))
+            return pullback(g), losses
 
     @classmethod
     def cannot_batch(cls) -> str | None:
         if cls.loss is not ClassificationTask.loss and cls.batched_losses is ClassificationTask.batched_losses:
             return f"task {cls.name} has a loss of its own and no batched_losses"
         return super().cannot_batch()
+
+    @classmethod
+    def cannot_batch_samples(cls) -> str | None:
+        if (cls.sample_losses is not ClassificationTask.sample_losses
+                and cls.batched_sample_losses is ClassificationTask.batched_sample_losses):
+            return f"task {cls.name} has per-sample losses of its own and no batched_sample_losses"
+        return super().cannot_batch_samples()
 
     @torch.no_grad()
     def evaluate(self, w: torch.Tensor, client: ClientData) -> dict[str, float]:

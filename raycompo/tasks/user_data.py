@@ -152,6 +152,11 @@ class UserDataTask(ClassificationTask):
             return f"task {cls.name} uses the loss function it was given (vectorized cohorts compute cross-entropy)"
         return None
 
+    @classmethod
+    def cannot_batch_samples(cls) -> str | None:
+        """As `cannot_batch`, for the per-sample losses (FedDRO's family)."""
+        return cls.cannot_batch()
+
     def sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """Per-sample losses; only with cross-entropy or a reduction-aware custom loss."""
         if not self.spec["sample_losses"]:

@@ -1,0 +1,80 @@
+"""FedDRO's per-client parts for k clients at once (vectorized cohorts, issue 18).
+
+For a DRO objective on per-sample losses (`LossComposition`: phi_i = G(l_i), psi_i =
+H(l_i), elementwise), client i's parts on its mini-batch b_i are
+
+    g_i   = 1/|b_i| sum_{s in b_i} G(l_s(x_i))                        (d_g = 1)
+    J_i   = 1/|b_i| sum_s G'(l_s(x_i)) grad l_s(x_i)                  the Jacobian of g_i
+    gh_i  = 1/|b_i| sum_s H'(l_s(x_i)) grad l_s(x_i)                  grad h_i
+
+so one forward pass of the task's batched per-sample losses (k, B) and one pullback
+weighed by G'(l) mask / n_i (`Task.batched_sample_grad`) give all k Jacobians; G' and H'
+come from autograd on the (k, B) losses alone. Padded rows (clients smaller than the
+batch) weigh 0 through the batch's mask. Rounding differs from the per-client
+`g_value_and_jacobian` (a batched product and a masked mean), about 1e-7 relative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from raycompo.problems.global_composition import GlobalComposition, LossComposition
+
+
+def batchable(problem: GlobalComposition) -> bool:
+    """Whether `problem` has the batched form above (the DRO objectives do; a task's own
+    composition, e.g. toy-co or the fairness tasks, does not)."""
+    return isinstance(problem, LossComposition)
+
+
+def masked_mean(values: torch.Tensor, batch: Any) -> torch.Tensor:
+    """(k, B) -> (k,): each client's mean over its batch's real rows."""
+    return (values * batch.mask).sum(1) / batch.count
+
+
+def value_and_derivative(fn: Callable[[torch.Tensor], torch.Tensor], losses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fn(l) and fn'(l) for an elementwise fn of the (k, B) losses."""
+    with torch.enable_grad():
+        l_ = losses.detach().requires_grad_(True)
+        v = fn(l_)
+        (d,) = torch.autograd.grad(v.sum(), l_)
+    return v.detach(), d
+
+
+def mean_and_grad(task: Any, fn: Callable[[torch.Tensor], torch.Tensor], w: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """((k,) each client's masked mean of fn(l_s), (k, dim) its gradient at its row of w)."""
+    means: list[torch.Tensor] = []
+
+    def weigh(losses: torch.Tensor) -> torch.Tensor:
+        v, d = value_and_derivative(fn, losses)
+        means.append(masked_mean(v, batch))
+        return d * batch.mask / batch.count.unsqueeze(1)
+
+    grads, _ = task.batched_sample_grad(w, batch, weigh)
+    return means[0], grads
+
+
+def g_values(task: Any, problem: LossComposition, w: torch.Tensor, batch: Any) -> torch.Tensor:
+    """(k, d_g): each client's g_i(w_i; b_i), no gradient (FedDRO's correction g(x_k^{t-1}))."""
+    with torch.no_grad():
+        return masked_mean(problem.g_of_loss(task.batched_sample_losses(w, batch)), batch).unsqueeze(1)
+
+
+def local_parts(task: Any, problem: LossComposition, w: torch.Tensor, b_g: Any,
+                b_h: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """`GlobalCOAlgorithm.local_parts` for k clients: (g (k, d_g), J (k, d_g, dim), grad h (k, dim) or None)."""
+    g, jac = mean_and_grad(task, problem.g_of_loss, w, b_g)
+    gh = mean_and_grad(task, problem.h_of_loss, w, b_h)[1] if b_h is not None else None
+    return g.unsqueeze(1), jac.unsqueeze(1), gh
+
+
+def direction(problem: GlobalComposition, jac: torch.Tensor, y: torch.Tensor, gh: torch.Tensor | None) -> torch.Tensor:
+    """Eq. (7) for k clients: grad h_i + J_i^T grad f(y_i), (k, dim), with one y (d_g,)
+    shared by all or one per client (k, d_g). The DRO objectives' f is a sum over the
+    entries of y, so grad_f of a (k, d_g) stack is the stack of the rows' gradients."""
+    gf = problem.grad_f(y).to(jac.dtype)
+    d = (jac * (gf.view(1, -1, 1) if gf.dim() == 1 else gf.unsqueeze(2))).sum(1)
+    return d if gh is None else d + gh
