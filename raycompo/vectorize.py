@@ -9,7 +9,9 @@ driven by raycompo/engine/batched.py) when all of these hold:
   tasks with their cross-entropy do; FedDRO's family needs the per-sample ones,
   `Task.batched_sample_losses`, and a DRO objective rather than a task's own composition:
   `Algorithm.cannot_batch_task`);
-* the task's model computes k models at once (`batched_forward`: logistic regression, MLP).
+* the task's model computes k models at once (`batched_forward`: logistic regression, MLP;
+  `Algorithm.cannot_batch_model`). The Local-SCGD family runs its MAML rows under
+  `torch.func.vmap` instead, on meta-learning tasks that declare `vmap_meta_batches`.
 
 `auto` (default) vectorizes where these hold and runs per client elsewhere; `on` makes a
 run that cannot be vectorized an error that says why; `off` always runs per client (the
@@ -51,8 +53,9 @@ def blocker(algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None
     why = algo_cls.cannot_batch(algo_settings) or algo_cls.cannot_batch_task(task_cls, algo_settings)
     if why:
         return why
-    if task is not None and not task.model.batchable:
-        return f"the model of task {task_cls.name} ({type(task.model.module).__name__}) has no batched_forward"
+    why = algo_cls.cannot_batch_model(task.model) if task is not None else None
+    if why:
+        return f"the model of task {task_cls.name} ({type(task.model.module).__name__}) {why}"
     return None
 
 

@@ -46,6 +46,12 @@ CASES = [
     ("synthetic", "fedavg-co", {**DRO_SYN, "case": 1}),
     ("dro-mnist5k", "fedavg-co", {"sync_every": 2, "case": 2, "objective": "chi2-dro", "lr": 0.1}),
     ("synthetic", "mbsgd-co", {**DRO_SYN, "objective": "chi2-dro"}),
+    # the Local-SCGD family: MAML rows under vmap, per-task inner states, averaged m and u
+    ("maml-sinusoid", "local-scgdm", {}),
+    ("maml-sinusoid", "local-scgdm", {"per_task_state": False, "clients_per_round": 3}),
+    ("maml-sinusoid", "local-scgd", {"clients_per_round": 4}),
+    ("maml-sinusoid", "local-moml", {}),
+    ("maml-sinusoid", "local-bsgd", {"first_order": True}),
 ]
 
 
@@ -113,7 +119,8 @@ def test_chunks_give_the_same_numbers():
 
 
 def test_plan_and_errors():
-    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl", "feddro", "fedavg-co", "mbsgd-co"} <= set(vectorized_algorithms())
+    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl", "feddro", "fedavg-co", "mbsgd-co",
+            "local-scgdm", "local-scgd", "local-moml", "local-bsgd"} <= set(vectorized_algorithms())
     auto = resolved_plan(resolve(RunConfig(task="dro-mnist5k", algo="comfedl", backend="inline")))
     assert auto.phases == ("local", "robust_value")
     # auto falls back to per client with the reason; on is an error that gives it
@@ -133,6 +140,14 @@ def test_plan_and_errors():
         assert plan.phases == () and why in plan.why_not
         with pytest.raises(ConfigError, match="--vectorize on: .*" + why.split()[-1] + ".*use --vectorize auto"):
             resolve(dataclasses.replace(cfg, vectorize="on"))
+    from raycompo.algorithms import algorithms
+    from raycompo.tasks import tasks
+    from raycompo.vectorize import blocker
+
+    scgdm = algorithms()["local-scgdm"]
+    why = blocker(scgdm, scgdm.Settings(), tasks()["maml-omniglot"])  # Omniglot's data is not here: the class alone
+    assert "maml-omniglot: its meta-batches do not declare vmap_meta_batches" in why
+    assert blocker(scgdm, scgdm.Settings(), tasks()["maml-sinusoid"]) is None
     with pytest.raises(ConfigError, match="vectorize must be one of auto, on, off"):
         resolve(RunConfig(vectorize="yes", backend="inline"))
     with pytest.raises(ConfigError, match="outer_batch_size"):

@@ -176,6 +176,13 @@ class Algorithm:
         (`Task.cannot_batch`); FedDRO's family asks for per-sample ones instead."""
         return task_cls.cannot_batch()
 
+    @classmethod
+    def cannot_batch_model(cls, model: Any) -> str | None:
+        """Why the task's model (a `FlatModel`) keeps the batched phases from applying,
+        completing "the model of task T (Module) ..."; None: they apply. The default asks
+        for k models at once (`batched_forward`)."""
+        return None if model.batchable else "has no batched_forward"
+
     # --- server side ---------------------------------------------------------------
     def init_server_state(self, w0: torch.Tensor, n_clients: int) -> dict[str, Any]:
         """Server state besides the global model (e.g. DRFL's mixing weights)."""

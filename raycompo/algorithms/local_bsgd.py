@@ -19,6 +19,7 @@ from raycompo.algorithms.local_compositional import (
 class LocalBSGD(LocalCompositional):
     name = "local-bsgd"
     Settings = LocalCompositionalSettings
+    batched_local = LocalCompositional.batched_local  # the family's batched local steps (only the recurrence differs)
 
     def recurrence(self) -> Recurrence:
         return Recurrence(step=self.s.lr, inner=None, momentum=None)

@@ -36,7 +36,9 @@ from typing import Any, ClassVar
 import torch
 
 from raycompo.algorithms.base import Algorithm, client_phase
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.errors import ConfigError
+from raycompo.problems import maml_batched
 from raycompo.problems.maml import meta_batch_vjp
 from raycompo.settings import require
 
@@ -134,6 +136,16 @@ class LocalCompositional(Algorithm):
                 f"(e.g. maml-sinusoid); {task_cls.name} draws new tasks at every step"
             )
 
+    @classmethod
+    def cannot_batch_task(cls, task_cls, settings) -> str | None:
+        if not getattr(task_cls, "vmap_meta_batches", False):
+            return f"{cls.name} on task {task_cls.name}: its meta-batches do not declare vmap_meta_batches (vectorized: maml-sinusoid)"
+        return None
+
+    @classmethod
+    def cannot_batch_model(cls, model) -> str | None:
+        return "has buffers (batch statistics), which the vmap of MAML rows does not batch" if model.buffers else None
+
     def recurrence(self) -> Recurrence:
         raise NotImplementedError
 
@@ -186,3 +198,46 @@ class LocalCompositional(Algorithm):
             out["u"] = u
         kept = {k: v for k, v in (("m", m), ("u", u)) if v is not None}  # m, u: for inspection
         return out, {**state, "u_task": u_task, **kept}
+
+    # --- the same p local steps for a chunk of clients at once (algorithms/cohort.py) ------
+    # A row is (a client's iterate, one task of its meta-batch); the inner maps and their
+    # pull-backs of all rows run as one vmap (problems/maml_batched.py), the per-task
+    # states stay a Python dict per client, as above.
+    @batched_phase("local")
+    def batched_local(self, cb, states, payload):
+        r, k = self.recurrence(), cb.k
+
+        def rows_of(v):  # a payload state (d,) as k rows, or None
+            return None if v is None else cb.broadcast(v)
+
+        x, m, u = cb.broadcast(payload["w"]), rows_of(payload.get("m")), rows_of(payload.get("u"))
+        u_task: list[dict[Any, torch.Tensor]] = [dict(s["u_task"]) for s in states]
+        for t in range(self.s.p):
+            first = payload["t0"] + t == 0
+            draws = [c.data.batch(c.rng(t), self.s.batch_size) for c in cb.clients]
+            tasks = [(i, s) for i, drawn in enumerate(draws) for s in drawn]
+            owner = torch.tensor([i for i, _ in tasks], device=x.device)
+            support = maml_batched.stack_sets([s.support for _, s in tasks])
+            query = maml_batched.stack_sets([s.query for _, s in tasks])
+            xr = x[owner]
+            ys = maml_batched.inner_values(self.problem, xr, support)
+            if r.inner is None:
+                hats = ys
+            elif r.per_task:
+                for j, (i, s) in enumerate(tasks):
+                    u_task[i][s.key] = moving_average(u_task[i].get(s.key), ys[j].clone(), r.inner)
+                hats = torch.stack([u_task[i][s.key] for i, s in tasks])
+            else:
+                u = moving_average(None if first else u, maml_batched.row_means(ys, owner, k), r.inner)
+                hats = u[owner]
+            z = maml_batched.row_means(maml_batched.pull(self.problem, xr, support, query, hats), owner, k)
+            m = z if r.momentum is None else moving_average(None if first else m, z, r.momentum)
+            x = x - r.step * m
+        out: dict[str, Any] = {"x": x, "count": [1.0] * k}
+        if "m" in r.averages:
+            out["m"] = m
+        if "u" in r.averages:
+            out["u"] = u
+        kept = {key: cb.rows(v) for key, v in (("m", m), ("u", u)) if v is not None}
+        return out, [{**st, "u_task": u_task[i], **{key: rows[i] for key, rows in kept.items()}}
+                     for i, st in enumerate(states)]

@@ -38,6 +38,7 @@ class LocalMOMLSettings(LocalCompositionalSettings):
 class LocalMOML(LocalCompositional):
     name = "local-moml"
     Settings = LocalMOMLSettings
+    batched_local = LocalCompositional.batched_local  # the family's batched local steps (only the recurrence differs)
 
     def recurrence(self) -> Recurrence:
         return Recurrence(step=self.s.lr, inner=self.s.gamma, momentum=None, per_task=True)

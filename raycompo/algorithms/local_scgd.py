@@ -37,6 +37,7 @@ class LocalSCGDSettings(LocalCompositionalSettings):
 class LocalSCGD(LocalCompositional):
     name = "local-scgd"
     Settings = LocalSCGDSettings
+    batched_local = LocalCompositional.batched_local  # the family's batched local steps (only the recurrence differs)
 
     def recurrence(self) -> Recurrence:
         return Recurrence(step=self.s.lr, inner=self.s.gamma, momentum=None)

@@ -58,6 +58,7 @@ class LocalSCGDMSettings(LocalCompositionalSettings):
 class LocalSCGDM(LocalCompositional):
     name = "local-scgdm"
     Settings = LocalSCGDMSettings
+    batched_local = LocalCompositional.batched_local  # the family's batched local steps (only the recurrence differs)
 
     def recurrence(self) -> Recurrence:
         s = self.s

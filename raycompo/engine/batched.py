@@ -21,6 +21,12 @@ copy with requires_grad, the gradient, the update's temporaries, a state (moment
 personal model) and a returned contribution."""
 
 
+MODELS_PER_TASK = 6
+"""Model-sized tensors a MAML row (one task of a client's meta-batch) keeps in the vmap of
+the Local-SCGD family: its iterate, inner value, estimate, gradient and Hessian-vector
+product, and the pulled-back gradient (problems/maml_batched.py)."""
+
+
 def chunk_size(dim: int, row_numel: int, width: int, budget_bytes: float, element_size: int = 4) -> int:
     """Clients per chunk: as many as fit the budget (at least 1). Per client: the model
     floats above plus the batch buffer and the activations (about 3 copies of a batch)."""
@@ -33,9 +39,12 @@ def clients_per_chunk(host: Any, cid: int) -> int:
     share their samples' shape)."""
     data = host.clients.get(cid)
     batch_size = getattr(host.algorithm.s, "batch_size", None)
-    width = data.num_samples if batch_size is None else min(batch_size, data.num_samples)
+    width = max(1, data.num_samples if batch_size is None else min(batch_size, data.num_samples))
+    dim = host.task.model.dim
+    if not hasattr(data, "x"):  # a meta-learning client: `width` tasks, each a vmap row of
+        return chunk_size(dim + MODELS_PER_TASK * width * dim, 1, 1, host.batched_budget_bytes)  # model-sized tensors
     row = data.x[0].numel() if len(data.x) else 1
-    return chunk_size(host.task.model.dim, row, max(width, 1), host.batched_budget_bytes)
+    return chunk_size(dim, row, width, host.batched_budget_bytes)
 
 
 def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any],

@@ -160,6 +160,7 @@ class MamlSinusoid(MetaTask):
     name = "maml-sinusoid"
     Settings = SinusoidSettings
     capabilities = frozenset({"composition", "task_ids"})
+    vmap_meta_batches = True  # K support / query points per task, a 1-40-40-1 MLP
     algo_defaults = {
         # Local-SCGDM section 5.1: meta lr 0.01 for every method, p = 5, 3 tasks per
         # client per meta-iteration; the inner-state coefficient differs by method.

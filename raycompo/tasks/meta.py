@@ -10,7 +10,7 @@ states, MOML) or is None when tasks are drawn afresh (Omniglot N-way episodes).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch.func import grad, vmap
@@ -36,6 +36,10 @@ class MetaTask(Task):
     """Tasks with a finite set of training tasks with ids (needed by per-task states) add
     'task_ids'."""
     default_metric = ("val_loss", "min")
+    vmap_meta_batches: ClassVar[bool] = False
+    """Whether all clients' meta-batch tasks share their support and query shapes and the
+    model has no buffers, so the Local-SCGD family runs them as one `torch.func.vmap`
+    (vectorized cohorts, problems/maml_batched.py)."""
 
     def composition(self, first_order: bool = False) -> MAML:
         """The client's local composition for the compositional algorithms."""
