@@ -15,8 +15,9 @@ driven by raycompo/engine/batched.py) when all of these hold:
 
 `auto` (default) vectorizes where these hold and runs per client elsewhere; `on` makes a
 run that cannot be vectorized an error that says why; `off` always runs per client (the
-reference path). Phases without a batched form (e.g. `evaluate`) run per client in any
-mode. config.json records the mode asked for (`vectorize`) and what ran (`vectorized`).
+reference path). The `evaluate` phase is decided on its own (`evaluation_blocker`): it
+batches, in `auto` and `on`, wherever the algorithm keeps the base evaluation and the task
+evaluates a chunk at once (`Task.batched_evaluate`), whatever the training phases do. config.json records the mode asked for (`vectorize`) and what ran (`vectorized`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from raycompo.errors import ConfigError
 
 MODES = ("auto", "on", "off")
+EVALUATE = "evaluate"
 
 DEFAULT_MEMORY_MB = 512.0
 """Memory a host's batched chunk may use (`vectorize_memory_mb`): a cohort share larger
@@ -35,7 +37,8 @@ than that runs as several chunks of clients, one after the other."""
 
 @dataclass(frozen=True)
 class Plan:
-    """What a run vectorizes: the phases run batched (empty: none) and, if none, why."""
+    """What a run vectorizes: the phases run batched (empty: none) and, when the training
+    phases run per client, why."""
 
     phases: tuple[str, ...]
     why_not: str | None = None
@@ -45,11 +48,16 @@ class Plan:
         return {"phases": list(self.phases), **({"why_not": self.why_not} if self.why_not else {})}
 
 
+def training_phases(algo_cls: type) -> list[str]:
+    """The algorithm's batched phases other than `evaluate`."""
+    return sorted(p for p in algo_cls.batched_phases if p != EVALUATE)
+
+
 def blocker(algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None) -> str | None:
-    """Why this (algorithm, settings, task) cannot run batched; None when it can. `task`
+    """Why this (algorithm, settings, task) cannot train batched; None when it can. `task`
     (an instance) lets the model be checked too."""
-    if not algo_cls.batched_phases:
-        return f"algorithm {algo_cls.name} has no batched client phases (vectorized: {', '.join(vectorized_algorithms())})"
+    if not training_phases(algo_cls):
+        return f"algorithm {algo_cls.name} has no batched training phases (vectorized: {', '.join(vectorized_algorithms())})"
     why = algo_cls.cannot_batch(algo_settings) or algo_cls.cannot_batch_task(task_cls, algo_settings)
     if why:
         return why
@@ -59,19 +67,31 @@ def blocker(algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None
     return None
 
 
+def evaluation_blocker(algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None) -> str | None:
+    """Why the evaluate phase cannot run batched (`Task.batched_evaluate`: one forward pass
+    of the global model over a chunk's data); None when it can."""
+    if EVALUATE not in algo_cls.batched_phases:
+        return f"algorithm {algo_cls.name} evaluates in its own way"
+    why = algo_cls.cannot_batch_evaluate(algo_settings) or task_cls.cannot_batch_evaluate()
+    if why is None and task is not None and not task.model.batchable:  # per-sample outputs, no batch statistics
+        why = f"the model of task {task_cls.name} ({type(task.model.module).__name__}) has no batched_forward"
+    return why
+
+
 def plan(mode: str, algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None) -> Plan:
-    """The phases to run batched under `mode`; `on` with a pair that cannot be vectorized
-    is a ConfigError naming why."""
+    """The phases to run batched under `mode`; `on` with a pair that cannot train batched
+    is a ConfigError naming why. The evaluation batches wherever it can, in `on` and `auto`."""
     if mode not in MODES:
         raise ConfigError(f"vectorize must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "off":
         return Plan((), "vectorize off")
+    evaluate = () if evaluation_blocker(algo_cls, algo_settings, task_cls, task) else (EVALUATE,)
     why = blocker(algo_cls, algo_settings, task_cls, task)
     if why is not None:
         if mode == "on":
             raise ConfigError(f"--vectorize on: {why}; use --vectorize auto (per-client where it cannot) or off")
-        return Plan((), why)
-    return Plan(tuple(sorted(algo_cls.batched_phases)))
+        return Plan(evaluate, why)
+    return Plan(tuple(sorted([*training_phases(algo_cls), *evaluate])))
 
 
 def resolved_plan(resolved: Any, task: Any = None) -> Plan:
@@ -84,7 +104,7 @@ def resolved_plan(resolved: Any, task: Any = None) -> Plan:
 
 
 def vectorized_algorithms() -> list[str]:
-    """The registered algorithms that declare batched phases."""
+    """The registered algorithms that declare batched training phases."""
     from raycompo.algorithms import algorithms
 
-    return sorted(name for name, cls in algorithms().items() if cls.batched_phases)
+    return sorted(name for name, cls in algorithms().items() if training_phases(cls))

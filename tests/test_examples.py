@@ -126,7 +126,7 @@ def test_batched_algorithm_example_from_the_cli_and_as_a_script(tmp_path):
     for mode in ("on", "off"):
         assert main(["--task", "synthetic", "--algo", BATCHED, *sets, "--vectorize", mode, "--out", str(tmp_path / mode)]) == 0
     on, off = (json.loads((tmp_path / m / "config.json").read_text())["vectorized"] for m in ("on", "off"))
-    assert on == {"phases": ["local"]} and off["phases"] == []
+    assert on == {"phases": ["evaluate", "local"]} and off["phases"] == []
     a, b = (pd.read_csv(tmp_path / m / "metrics.csv") for m in ("on", "off"))
     cols = [c for c in a if "loss" in c or "acc" in c]
     assert float((a[cols] - b[cols]).abs().max().max()) <= 1e-5

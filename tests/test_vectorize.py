@@ -83,6 +83,35 @@ def test_vectorized_equals_per_client(task, algo, settings):
             torch.testing.assert_close(vec_states[cid][key], value, rtol=TOL, atol=TOL)
 
 
+@pytest.mark.parametrize("task,algo,settings", [
+    ("synthetic", "fedavg", SYN),  # ragged clients
+    ("dro-mnist5k", "comfedl", {"gamma": 1.0}),
+    ("synthetic", "pdsgd", {"n_clients": 12, "min_samples": 2, "max_samples": 40}),  # training per client
+])
+def test_batched_evaluation_equals_per_client(task, algo, settings):
+    """The evaluate phase as one forward pass per chunk (Task.batched_evaluate) gives every
+    client's metrics, hence the row's means and worst clients, to 1e-6; also in chunks of a
+    few clients (a tiny budget)."""
+    ref = run_rounds(federation(task, algo, settings, "off"), 2)
+    ref_clients = ref.pool.map("evaluate", ref.round, {c: 1 for c in ref.eval_clients()}, {"w": ref.w}, False)
+    for budget in (512.0, 0.02):
+        vec = federation(task, algo, settings, "auto", vectorize_memory_mb=budget)
+        vec.w = ref.w
+        assert "evaluate" in vec.pool.host.batched
+        per_client = vec.pool.map("evaluate", ref.round, {c: 1 for c in ref.eval_clients()}, {"w": ref.w}, False)
+        assert per_client.keys() == ref_clients.keys()
+        for cid, metrics in ref_clients.items():
+            assert list(per_client[cid]) == list(metrics)  # the same keys, in the same order
+            for key, value in metrics.items():
+                assert abs(per_client[cid][key] - value) <= 1e-6 * max(1.0, abs(value)), (cid, key)
+        row, ref_row = vec.evaluate(), ref.evaluate()
+        assert list(row) == list(ref_row)
+        for key, value in ref_row.items():
+            assert abs(row[key] - value) <= 1e-6 * max(1.0, abs(value)), key
+    # an algorithm that evaluates in its own way (Ditto: the personal models) keeps it
+    assert "evaluate" not in federation("synthetic", "ditto", SYN, "on").pool.host.batched
+
+
 def test_draws_are_the_per_client_draws():
     """The batch of client i at step t holds exactly the rows `ClientData.batch(c.rng(t), b)`
     draws; a client smaller than the batch gets all its rows, in order, and padding."""
@@ -122,22 +151,24 @@ def test_plan_and_errors():
     assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl", "feddro", "fedavg-co", "mbsgd-co",
             "local-scgdm", "local-scgd", "local-moml", "local-bsgd"} <= set(vectorized_algorithms())
     auto = resolved_plan(resolve(RunConfig(task="dro-mnist5k", algo="comfedl", backend="inline")))
-    assert auto.phases == ("local", "robust_value")
+    assert auto.phases == ("evaluate", "local", "robust_value")
     # auto falls back to per client with the reason; on is an error that gives it
     x, y = torch.randn(200, 5), torch.arange(200) % 3
     custom = raycompo.task_from_arrays(x, y, n_clients=4, loss=torch.nn.functional.cross_entropy, name="custom-loss")
     plain = raycompo.task_from_arrays(x, y, n_clients=4, model="mlp", name="plain-ce")
-    assert resolved_plan(resolve(RunConfig(task=plain, algo="fedavg", backend="inline"))).phases == ("local",)
+    assert resolved_plan(resolve(RunConfig(task=plain, algo="fedavg", backend="inline"))).phases == ("evaluate", "local")
     for task, algo, why in [
         ("fair-synth", "feddro", "solves the task's own composition, which has no batched form"),
-        ("dro-mnist5k", "pdsgd", "algorithm pdsgd has no batched client phases"),
-        ("dro-mnist5k", "comfedl-maml", "algorithm comfedl-maml has no batched client phases"),
+        ("dro-mnist5k", "pdsgd", "algorithm pdsgd has no batched training phases"),
+        ("dro-mnist5k", "comfedl-maml", "algorithm comfedl-maml has no batched training phases"),
         (custom, "fedavg", "uses the loss function it was given"),
         ("damaml-mnist5k", "fedavg", "(CNN4) has no batched_forward"),
     ]:
         cfg = RunConfig(task=task, algo=algo, backend="inline")
         plan = resolved_plan(resolve(cfg), resolve(cfg).make_task())
-        assert plan.phases == () and why in plan.why_not
+        assert "local" not in plan.phases and why in plan.why_not
+        # the evaluation batches on its own where the algorithm keeps the base one and the task can
+        assert plan.phases == (("evaluate",) if algo == "pdsgd" else ())
         with pytest.raises(ConfigError, match="--vectorize on: .*" + why.split()[-1] + ".*use --vectorize auto"):
             resolve(dataclasses.replace(cfg, vectorize="on"))
     from raycompo.algorithms import algorithms
@@ -162,18 +193,22 @@ def test_config_json_records_mode_and_phases(tmp_path, capsys):
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["vectorize"] == "off" and cfg["vectorized"]["phases"] == []
     r = raycompo.run("dro-mnist5k", "fedavg", rounds=1, settings=SMALL_DRO)
-    assert r.config["vectorize"] == "auto" and r.config["vectorized"] == {"phases": ["local"]}
+    assert r.config["vectorize"] == "auto" and r.config["vectorized"] == {"phases": ["evaluate", "local"]}
     assert run_main(["--backend", "inline", "--algo", "feddro", "--task", "fair-synth", "--rounds", "1",
                      "--vectorize", "on"]) == 2
     assert "--vectorize on: feddro on task fair-synth solves the task's own composition" in capsys.readouterr().err
 
 
-def test_ray_vectorized_equals_inline(ray_session):
+@pytest.mark.parametrize("algo,settings", [
+    ("ditto", SYN),  # per-client personal models
+    ("feddro", {**DRO_SYN, "beta": 0.5}),  # the y exchange every step; the evaluation batched too
+])
+def test_ray_vectorized_equals_inline(ray_session, algo, settings):
     """Hosts of 3 clients each run their own chunks; the rows equal the inline backend's."""
     from raycompo.engine import run
     from tests.helpers import assert_rows_close
 
-    cfg = RunConfig(task="synthetic", algo="ditto", rounds=3, settings=SYN, backend="inline", vectorize="on")
+    cfg = RunConfig(task="synthetic", algo=algo, rounds=3, settings=settings, backend="inline", vectorize="on")
     inline = run(cfg)
     remote = run(dataclasses.replace(cfg, backend="ray", clients_per_actor=3, cpus_per_actor=0.5))
     reference = run(dataclasses.replace(cfg, vectorize="off"))
@@ -222,10 +257,11 @@ def test_a_users_batched_phase_through_the_public_api():
     settings = {**SYN, "lr": 0.05}
     ref = raycompo.run("synthetic", MyProx, rounds=3, settings=settings, vectorize="off")
     vec = raycompo.run("synthetic", MyProx, rounds=3, settings=settings, vectorize="on")
-    assert vec.config["vectorized"] == {"phases": ["local"]}
+    assert vec.config["vectorized"] == {"phases": ["evaluate", "local"]}
     assert_rows_close_tol(ref.rows, vec.rows)
     child = raycompo.run("synthetic", MyProxChild, rounds=1, settings=settings)
-    assert child.config["vectorized"]["phases"] == [] and "my-prox-child has no batched" in child.config["vectorized"]["why_not"]
+    assert child.config["vectorized"]["phases"] == ["evaluate"]  # its own local step runs per client
+    assert "my-prox-child has no batched training phases" in child.config["vectorized"]["why_not"]
 
 
 def assert_rows_close_tol(a, b):

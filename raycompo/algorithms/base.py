@@ -134,6 +134,8 @@ class Algorithm:
         cls.phases = found
         cls.batched_phases = {value.__batched_phase__: attr for attr, value in vars(cls).items()
                               if getattr(value, "__batched_phase__", None) is not None}
+        if found.get("evaluate") == "client_evaluate" and cls.client_evaluate is Algorithm.client_evaluate:
+            cls.batched_phases.setdefault("evaluate", "batched_evaluate")  # the base evaluation, unchanged
 
     def __init__(self, settings: Any, task: Task):
         self.s = settings
@@ -205,6 +207,18 @@ class Algorithm:
     def client_evaluate(self, c: ClientContext, state: State, payload: Payload) -> PhaseResult:
         """Per-client metrics of the global model (personalized methods override)."""
         return self.task.evaluate(payload["w"], c.data), state
+
+    def batched_evaluate(self, cb: Any, states: list[State], payload: Payload) -> tuple[dict[str, list[float]], list[State]]:
+        """`client_evaluate` for a chunk of clients (`Task.batched_evaluate`: one forward
+        pass of the global model over their data). The batched form of the evaluate phase
+        of every algorithm that keeps `client_evaluate` as it is (see __init_subclass__);
+        one that changes it declares its own or evaluates per client."""
+        return self.task.batched_evaluate(payload["w"], cb.data), states
+
+    @classmethod
+    def cannot_batch_evaluate(cls, settings: Any) -> str | None:
+        """Why these settings keep the batched evaluation from applying (None: it applies)."""
+        return None
 
     # --- helpers -------------------------------------------------------------------
     def loss_grad(self, w: torch.Tensor, batch: Any) -> torch.Tensor:

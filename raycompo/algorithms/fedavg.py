@@ -54,6 +54,12 @@ class FedAvg(Algorithm):
         n = cb.num_samples()
         return {"nw": n.to(w.dtype).unsqueeze(1) * w, "n": n.tolist()}, states
 
+    batched_evaluate = batched_phase("evaluate")(Algorithm.batched_evaluate)  # with eval_adapt_steps 0 only
+
+    @classmethod
+    def cannot_batch_evaluate(cls, settings):
+        return "fedavg adapts before evaluating (eval_adapt_steps > 0)" if settings.eval_adapt_steps > 0 else None
+
     @client_phase("evaluate")
     def client_evaluate(self, c, state, payload):
         if self.s.eval_adapt_steps == 0:

@@ -47,6 +47,32 @@ def clients_per_chunk(host: Any, cid: int) -> int:
     return chunk_size(dim, row, width, host.batched_budget_bytes)
 
 
+def evaluation_bytes(data: Any) -> int:
+    """Memory of one client in a batched evaluation: its training and validation rows
+    concatenated, and about 3 copies of their outputs (logits, losses, hits)."""
+    rows = len(data.y) + len(data.y_val)
+    row = data.x[0].numel() if len(data.x) else 1
+    return 4 * rows * (row + 3 * 16) + 512
+
+
+def chunks(host: Any, phase: str, items: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """A host's share cut into chunks within its budget: of equal size for the training
+    phases (`clients_per_chunk`), client by client by data size for `evaluate`."""
+    if phase != "evaluate":
+        size = clients_per_chunk(host, items[0][0])
+        return [items[i:i + size] for i in range(0, len(items), size)]
+    out: list[list[tuple[int, int]]] = [[]]
+    used = 0
+    for item in items:
+        need = evaluation_bytes(host.clients.get(item[0]))
+        if out[-1] and used + need > host.batched_budget_bytes:
+            out.append([])
+            used = 0
+        out[-1].append(item)
+        used += need
+    return out
+
+
 def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any],
                 reduce: bool) -> dict[Any, Any]:
     """`Host.map` for a phase with a batched form: chunks of clients, one batched call each."""
@@ -54,9 +80,7 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     result: dict[Any, Any] = {}
     if not items:
         return result
-    size = clients_per_chunk(host, items[0][0])
-    for start in range(0, len(items), size):
-        chunk = items[start:start + size]
+    for chunk in chunks(host, phase, items):
         ctxs = [host.context(cid, round_) for cid, _ in chunk]
         states = [host.state(c) for c in ctxs]
         out, new_states = fn(CohortBatch(ctxs, host.task, host.device), states, payload)

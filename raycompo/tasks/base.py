@@ -173,6 +173,18 @@ class Task:
             return f"task {cls.name} defines no batched_losses"
         return None
 
+    def batched_evaluate(self, w: torch.Tensor, clients: list[Any]) -> dict[str, list[float]]:
+        """`evaluate(w, client)` for several clients at once: {metric: one value per client,
+        in `clients` order}, equal up to rounding (the batched evaluate phase)."""
+        raise NotImplementedError
+
+    @classmethod
+    def cannot_batch_evaluate(cls) -> str | None:
+        """Why this task cannot evaluate a chunk of clients at once (None: it can)."""
+        if cls.batched_evaluate is Task.batched_evaluate:
+            return f"task {cls.name} defines no batched_evaluate"
+        return None
+
     @classmethod
     def cannot_batch_samples(cls) -> str | None:
         """Why this task's per-sample losses cannot be computed for k clients at once
@@ -282,6 +294,34 @@ class ClassificationTask(Task):
                 and cls.batched_sample_losses is ClassificationTask.batched_sample_losses):
             return f"task {cls.name} has per-sample losses of its own and no batched_sample_losses"
         return super().cannot_batch_samples()
+
+    @classmethod
+    def cannot_batch_evaluate(cls) -> str | None:
+        if cls.evaluate is not ClassificationTask.evaluate and cls.batched_evaluate is ClassificationTask.batched_evaluate:
+            return f"task {cls.name} evaluates in its own way and has no batched_evaluate"
+        return super().cannot_batch_evaluate()
+
+    @torch.no_grad()
+    def batched_evaluate(self, w: torch.Tensor, clients: list[ClientData]) -> dict[str, list[float]]:
+        """`evaluate` of one model w for several clients: their data concatenated, one
+        forward pass per split, each client's sums of losses and hits (float64) over its
+        own rows. Needs a model whose outputs are per sample (no batch statistics)."""
+        out: dict[str, list[float]] = {}
+        parts = {"train": ([c.x for c in clients], [c.y for c in clients]),
+                 "val": ([c.x_val for c in clients], [c.y_val for c in clients])}
+        for split, (xs, ys) in parts.items():
+            counts = torch.tensor([len(y) for y in ys])
+            owner = torch.repeat_interleave(torch.arange(len(clients)), counts).to(w.device)
+            y = torch.cat(ys)
+            logits = self.model(w, torch.cat(xs))
+            # cross-entropy as logsumexp - picked logit: 4x faster than log_softmax for 10 classes
+            losses = (torch.logsumexp(logits, 1) - logits.gather(1, y.unsqueeze(1)).squeeze(1)).to(torch.float64)
+            hits = (logits.argmax(1) == y).to(torch.float64)
+            n = counts.to(torch.float64)
+            k = len(clients)
+            out[f"{split}_loss"] = (losses.new_zeros(k).index_add_(0, owner, losses).cpu() / n).tolist()
+            out[f"{split}_acc"] = (hits.new_zeros(k).index_add_(0, owner, hits).cpu() / n).tolist()
+        return {key: out[key] for key in ("train_loss", "val_loss", "val_acc", "train_acc")}  # evaluate's order
 
     @torch.no_grad()
     def evaluate(self, w: torch.Tensor, client: ClientData) -> dict[str, float]:

@@ -157,6 +157,11 @@ class UserDataTask(ClassificationTask):
         """As `cannot_batch`, for the per-sample losses (FedDRO's family)."""
         return cls.cannot_batch()
 
+    @classmethod
+    def cannot_batch_evaluate(cls) -> str | None:
+        """Its `evaluate` is ClassificationTask's with the task's loss: batched with cross-entropy."""
+        return cls.cannot_batch()
+
     def sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """Per-sample losses; only with cross-entropy or a reduction-aware custom loss."""
         if not self.spec["sample_losses"]:
