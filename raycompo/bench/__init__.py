@@ -11,7 +11,7 @@
                and where the time goes (imports, Ray start, actors, first rows)
   checkpoint   seconds per checkpoint and its share of a round, with per-client state (Ditto)
   feddro       FedDRO's per-step cost of the y exchange, ray vs inline, per client and vectorized
-  evaluate     milliseconds per evaluation of the global model, client by client vs batched
+  vectorize    per round and per evaluation, client by client vs vectorized, for each family that batches
   recovery     recovery time after a killed host actor, side by side with the unfaulted run
   scale        seconds per round, memory and start-up with up to a million clients
   state_store  StateStore memory per client and put / get time, in memory and spilled
@@ -31,7 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "startup": "raycompo.bench.startup",
     "checkpoint": "raycompo.bench.checkpoint",
     "feddro": "raycompo.bench.feddro",
-    "evaluate": "raycompo.bench.evaluate",
+    "vectorize": "raycompo.bench.vectorize",
     "recovery": "raycompo.bench.recovery",
     "scale": "raycompo.bench.scale",
     "state_store": "raycompo.bench.state_store",
