@@ -135,16 +135,23 @@ def test_draws_are_the_per_client_draws():
         torch.testing.assert_close(losses[i], task.loss(w[i], (x, y)), rtol=1e-6, atol=1e-6)
 
 
-def test_chunks_give_the_same_numbers():
+@pytest.mark.parametrize("task,algo,settings,tiny", [
+    ("synthetic", "ditto", SYN, 0.05),  # MB: 2-3 clients of the synthetic task's model per chunk
+    ("synthetic", "feddro", {**DRO_SYN, "beta": 0.5}, 0.05),  # the scratch kept across step calls
+    ("maml-sinusoid", "local-scgdm", {}, 0.3),  # MAML rows: 1-2 clients per chunk
+])
+def test_chunks_give_the_same_numbers(task, algo, settings, tiny):
     """A memory budget that fits only a few clients runs the cohort as several chunks."""
-    one = run_rounds(federation("synthetic", "ditto", SYN, "on"), 2)
-    tiny = 0.05  # MB: 2-3 clients of the synthetic task's model per chunk
-    many = run_rounds(federation("synthetic", "ditto", SYN, "on", vectorize_memory_mb=tiny), 2)
-    from raycompo.engine.batched import chunk_size
+    from raycompo.engine.batched import clients_per_chunk
 
+    one = run_rounds(federation(task, algo, settings, "on"), 2)
+    many = run_rounds(federation(task, algo, settings, "on", vectorize_memory_mb=tiny), 2)
     host = many.pool.host
-    assert chunk_size(host.task.model.dim, 60, 10, host.batched_budget_bytes) < 7  # the cohort of 7 is split
+    assert clients_per_chunk(host, 0) < min(4, many.n_clients)  # the cohort is split
     torch.testing.assert_close(many.w, one.w, rtol=1e-6, atol=1e-6)
+    for key, value in one.state.items():
+        if value is not None:
+            torch.testing.assert_close(many.state[key], value, rtol=1e-6, atol=1e-6)
 
 
 def test_plan_and_errors():
