@@ -46,12 +46,15 @@ CASES = [
     ("synthetic", "fedavg-co", {**DRO_SYN, "case": 1}),
     ("dro-mnist5k", "fedavg-co", {"sync_every": 2, "case": 2, "objective": "chi2-dro", "lr": 0.1}),
     ("synthetic", "mbsgd-co", {**DRO_SYN, "objective": "chi2-dro"}),
+    ("synthetic", "feddro", {**DRO_SYN, "batch_size": None, "beta": 0.7}),  # full local data, ragged
+    ("synthetic", "fedavg-co", {**DRO_SYN, "batch_size": None, "case": 2}),
     # the Local-SCGD family: MAML rows under vmap, per-task inner states, averaged m and u
     ("maml-sinusoid", "local-scgdm", {}),
     ("maml-sinusoid", "local-scgdm", {"per_task_state": False, "clients_per_round": 3}),
     ("maml-sinusoid", "local-scgd", {"clients_per_round": 4}),
     ("maml-sinusoid", "local-moml", {}),
     ("maml-sinusoid", "local-bsgd", {"first_order": True}),
+    ("maml-sinusoid", "local-scgd", {"batch_size": None, "first_order": True}),  # every task of a client
 ]
 
 
@@ -88,13 +91,17 @@ def test_vectorized_equals_per_client(task, algo, settings):
     ("dro-mnist5k", "comfedl", {"gamma": 1.0}),
     ("synthetic", "pdsgd", {"n_clients": 12, "min_samples": 2, "max_samples": 40}),  # training per client
 ])
-def test_batched_evaluation_equals_per_client(task, algo, settings):
+def test_batched_evaluation_equals_per_client(task, algo, settings, monkeypatch):
     """The evaluate phase as one forward pass per chunk (Task.batched_evaluate) gives every
     client's metrics, hence the row's means and worst clients, to 1e-6; also in chunks of a
-    few clients (a tiny budget)."""
+    few clients (a small budget), and with some clients on their own tensors and the others
+    concatenated in one chunk (EVAL_OWN_BYTES between their sizes)."""
+    import raycompo.tasks.base as task_base
+
     ref = run_rounds(federation(task, algo, settings, "off"), 2)
     ref_clients = ref.pool.map("evaluate", ref.round, {c: 1 for c in ref.eval_clients()}, {"w": ref.w}, False)
-    for budget in (512.0, 0.02):
+    for budget, own in ((512.0, task_base.EVAL_OWN_BYTES), (0.1, task_base.EVAL_OWN_BYTES), (512.0, 4000)):
+        monkeypatch.setattr(task_base, "EVAL_OWN_BYTES", own)
         vec = federation(task, algo, settings, "auto", vectorize_memory_mb=budget)
         vec.w = ref.w
         assert "evaluate" in vec.pool.host.batched
@@ -136,9 +143,9 @@ def test_draws_are_the_per_client_draws():
 
 
 @pytest.mark.parametrize("task,algo,settings,tiny", [
-    ("synthetic", "ditto", SYN, 0.05),  # MB: 2-3 clients of the synthetic task's model per chunk
-    ("synthetic", "feddro", {**DRO_SYN, "beta": 0.5}, 0.05),  # the scratch kept across step calls
-    ("maml-sinusoid", "local-scgdm", {}, 0.3),  # MAML rows: 1-2 clients per chunk
+    ("synthetic", "ditto", SYN, 0.1),  # MB: 3 clients of the synthetic task's model a chunk
+    ("synthetic", "feddro", {**DRO_SYN, "beta": 0.5}, 0.1),  # 3 a chunk; the scratch kept across step calls
+    ("maml-sinusoid", "local-scgdm", {}, 0.6),  # MAML rows: 3 clients a chunk
 ])
 def test_chunks_give_the_same_numbers(task, algo, settings, tiny):
     """A memory budget that fits only a few clients runs the cohort as several chunks."""
@@ -147,7 +154,7 @@ def test_chunks_give_the_same_numbers(task, algo, settings, tiny):
     one = run_rounds(federation(task, algo, settings, "on"), 2)
     many = run_rounds(federation(task, algo, settings, "on", vectorize_memory_mb=tiny), 2)
     host = many.pool.host
-    assert clients_per_chunk(host, 0) < min(4, many.n_clients)  # the cohort is split
+    assert 1 < clients_per_chunk(host, 0) < 5  # the cohort (5 to 12 clients) is split into chunks of several
     torch.testing.assert_close(many.w, one.w, rtol=1e-6, atol=1e-6)
     for key, value in one.state.items():
         if value is not None:
@@ -338,3 +345,29 @@ def test_batched_dro_parts_equal_per_client(objective, model):
     auto, losses_ref = Task.batched_sample_grad(task, w, b_g, weigh)
     torch.testing.assert_close(losses * b_g.mask, losses_ref * b_g.mask, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(hand, auto, rtol=1e-5, atol=1e-6)
+
+
+def test_padded_rows_never_reach_the_objective():
+    """KL's exp(l / lam) of a padded row (zero inputs, label 0) may overflow where the
+    client's real rows do not; the batched parts stay those of the real rows."""
+    from raycompo.algorithms.co_common import GlobalCOSettings
+    from raycompo.algorithms.feddro import FedDRO
+    from raycompo.problems import global_batched
+    from raycompo.problems.global_composition import g_value_and_jacobian
+
+    x, y = torch.randn(120, 5), 1 + torch.arange(120) % 3  # labels 1..3: padding's label 0 is never real
+    cls = raycompo.task_from_arrays(x, y, n_clients=4, num_classes=4, partition="dirichlet", name="pad-kl")
+    task = resolve(RunConfig(task=cls, algo="feddro", backend="inline")).make_task()
+    problem = FedDRO(GlobalCOSettings(objective="kl", lam=1.0), task).problem
+    ctxs = [ClientCtx(cid, d, round=0, seed=1) for cid, d in enumerate(task.clients(list(range(4))))]
+    cb = CohortBatch(ctxs, task, torch.device("cpu"))
+    batch = cb.batch(0, 40)
+    assert batch.mask.sum() < batch.mask.numel()  # padded rows exist
+    w = torch.zeros(4, task.model.dim)
+    w[:, -4] = -100.0  # the bias of class 0: a loss of ~100 on padded rows, exp(100) > float32's max
+    g, jac, _ = global_batched.local_parts(task, problem, w, batch, None)
+    assert torch.isfinite(g).all() and torch.isfinite(jac).all()
+    for i, c in enumerate(ctxs):
+        value, jac_i = g_value_and_jacobian(problem, w[i], c.data.batch(c.rng(0), 40))
+        torch.testing.assert_close(g[i], value, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(jac[i], jac_i, rtol=1e-5, atol=1e-6)

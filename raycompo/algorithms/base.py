@@ -121,7 +121,9 @@ class Algorithm:
     """Client phase name -> method name, collected from `@client_phase` declarations."""
     batched_phases: ClassVar[dict[str, str]] = {}
     """Client phase name -> method name of its batched form (`algorithms.cohort.batched_phase`),
-    declared in this very class (never inherited; see raycompo/vectorize.py)."""
+    declared in this very class (never inherited; see raycompo/vectorize.py). One exception:
+    a class that keeps the base `client_evaluate` gets its batched form, `batched_evaluate`
+    (see __init_subclass__)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -54,7 +54,10 @@ class FedAvg(Algorithm):
         n = cb.num_samples()
         return {"nw": n.to(w.dtype).unsqueeze(1) * w, "n": n.tolist()}, states
 
-    batched_evaluate = batched_phase("evaluate")(Algorithm.batched_evaluate)  # with eval_adapt_steps 0 only
+    @batched_phase("evaluate")
+    def batched_evaluate(self, cb, states, payload):
+        """The base evaluation for a chunk (FedAvg's own, with eval_adapt_steps 0 only)."""
+        return super().batched_evaluate(cb, states, payload)
 
     @classmethod
     def cannot_batch_evaluate(cls, settings):

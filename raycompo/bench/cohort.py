@@ -117,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    # Vectorized hosts keep freed heap blocks (engine/allocator.py), a process-wide setting:
+    # set once here, so every inline column is timed under the same allocator.
+    from raycompo.engine.allocator import keep_large_allocations
+
+    keep_large_allocations()
     rate = matmul_rate(torch.get_num_threads())
     use_ray = not args.no_ray
     if use_ray:

@@ -4,8 +4,9 @@
 
 FedDRO exchanges y (d_g = 1 number per client) at every local step and the model every
 I steps; a round of I steps costs I + 1 exchanges (the y exchange is fused with the step).
-For each backend, per client (`--vectorize off`) and vectorized (`on`: each host's
-clients as one batched computation), the benchmark times `--rounds` rounds of the algorithm (no evaluation,
+For each backend, per client (`--vectorize off`) and vectorized (`auto`: each host's
+clients as one batched computation where the task allows it; the header says what
+batched), the benchmark times `--rounds` rounds of the algorithm (no evaluation,
 after one warm-up round) and prints:
 
 * step: wall time per local step (round time / I);
@@ -24,7 +25,9 @@ import argparse
 import time
 import uuid
 
-from raycompo.config import RunConfig
+from raycompo.config import RunConfig, resolve
+from raycompo.engine.allocator import keep_large_allocations
+from raycompo.vectorize import resolved_plan
 from raycompo.engine.federation import Federation, RoundCtx
 
 
@@ -77,20 +80,25 @@ def main(argv: list[str] | None = None) -> int:
     # One torch thread in the inline process, as in each Ray host (cpus_per_actor = 1):
     # on a loaded machine two OpenMP threads can make tiny ops many times slower.
     torch.set_num_threads(1)
+    # Vectorized hosts keep freed heap blocks (engine/allocator.py), a process-wide setting:
+    # set here once, so the per-client inline run is timed under the same allocator.
+    keep_large_allocations()
+    plan = resolved_plan(resolve(RunConfig(**base, backend="inline")))
     results = {"inline": measure(RunConfig(**base, backend="inline", vectorize="off"), args.rounds, args.pings),
-               "inline vec": measure(RunConfig(**base, backend="inline", vectorize="on"), args.rounds, args.pings)}
+               "inline vec": measure(RunConfig(**base, backend="inline", vectorize="auto"), args.rounds, args.pings)}
 
     from raycompo.backends import make_pool
     from raycompo.engine.ray_start import ensure_ray
 
     ensure_ray(args.address, include_dashboard=False)
     ns = f"raycompo-bench-{uuid.uuid4().hex[:8]}"
-    for name, mode in (("ray", "off"), ("ray vec", "on")):
+    for name, mode in (("ray", "off"), ("ray vec", "auto")):
         cfg = RunConfig(**base, backend="ray", vectorize=mode)
         results[name] = measure(cfg, args.rounds, args.pings, lambda r: make_pool(r, namespace=ns))
 
     print(f"FedDRO on {args.task}: K={args.clients} clients, I={args.sync_every}, batch {args.batch_size}, "
-          f"{args.rounds} rounds ({args.sync_every + 1} exchanges per round)")
+          f"{args.rounds} rounds ({args.sync_every + 1} exchanges per round); "
+          f"vec rows batch: {', '.join(plan.phases) or 'nothing'}{f' ({plan.why_not})' if plan.why_not else ''}")
     print(f"{'backend':10} {'step ms':>9} {'compute ms':>11} {'exchange ms':>12} {'exch share':>11} {'ping ms':>9}")
     for name, r in results.items():
         exch = max(0.0, r["step"] - r["compute"])

@@ -19,6 +19,7 @@ from dataclasses import replace
 import torch
 
 from raycompo.config import RunConfig
+from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.federation import Federation
 
 WORKLOADS: dict[str, tuple[str, str, dict]] = {
@@ -68,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
+    # Vectorized hosts keep freed heap blocks (engine/allocator.py), a process-wide setting:
+    # set once here, so both paths are timed under the same allocator.
+    keep_large_allocations()
     print(f"{'workload':28} {'round ms: off':>13} {'auto':>8} {'speed-up':>8} {'eval ms: off':>13} {'auto':>8} "
           f"{'speed-up':>8} {'model rel. diff':>15}  batched phases")
     for name, (task, algo, settings) in WORKLOADS.items():

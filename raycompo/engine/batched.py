@@ -9,6 +9,7 @@ client) or returns them client by client.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -41,8 +42,9 @@ def clients_per_chunk(host: Any, cid: int) -> int:
     batch_size = getattr(host.algorithm.s, "batch_size", None)
     width = max(1, data.num_samples if batch_size is None else min(batch_size, data.num_samples))
     dim = host.task.model.dim
-    if not hasattr(data, "x"):  # a meta-learning client: `width` tasks, each a vmap row of
-        return chunk_size(dim + MODELS_PER_TASK * width * dim, 1, 1, host.batched_budget_bytes)  # model-sized tensors
+    if not hasattr(data, "x"):  # a meta-learning client: `width` tasks, each a vmap row of model-sized tensors
+        per_client = 4 * (FLOATS_PER_MODEL + MODELS_PER_TASK * width) * dim + 512
+        return max(1, int(host.batched_budget_bytes // per_client))
     row = data.x[0].numel() if len(data.x) else 1
     return chunk_size(dim, row, width, host.batched_budget_bytes)
 
@@ -55,22 +57,27 @@ def evaluation_bytes(data: Any) -> int:
     return 4 * rows * (row + 3 * 16) + 512
 
 
-def chunks(host: Any, phase: str, items: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+def chunks(host: Any, phase: str, items: list[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:
     """A host's share cut into chunks within its budget: of equal size for the training
-    phases (`clients_per_chunk`), client by client by data size for `evaluate`."""
+    phases (`clients_per_chunk`), client by client by data size for `evaluate`. Lazily:
+    a chunk is cut just before it runs, so the clients it builds are still in the host's
+    data cache when they run."""
     if phase != "evaluate":
         size = clients_per_chunk(host, items[0][0])
-        return [items[i:i + size] for i in range(0, len(items), size)]
-    out: list[list[tuple[int, int]]] = [[]]
+        for i in range(0, len(items), size):
+            yield items[i:i + size]
+        return
+    chunk: list[tuple[int, int]] = []
     used = 0
     for item in items:
         need = evaluation_bytes(host.clients.get(item[0]))
-        if out[-1] and used + need > host.batched_budget_bytes:
-            out.append([])
-            used = 0
-        out[-1].append(item)
+        if chunk and used + need > host.batched_budget_bytes:
+            yield chunk
+            chunk, used = [], 0
+        chunk.append(item)
         used += need
-    return out
+    if chunk:
+        yield chunk
 
 
 def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any],

@@ -110,8 +110,8 @@ class Host:
         # Phases whose clients run as batched chunks (raycompo/vectorize.py, engine/batched.py).
         self.batched = set(resolved_plan(r, self.task).phases)
         self.batched_budget_bytes = r.config.vectorize_memory_mb * 2**20
-        if self.batched:
-            keep_large_allocations()  # batched steps reuse freed heap memory (engine/allocator.py)
+        if self.batched - {"evaluate"}:  # batched local steps reuse freed heap memory (engine/allocator.py)
+            keep_large_allocations()
         # Client data is materialized when a client is first used, at most
         # DATA_CACHE_CLIENTS at a time (rebuilt identically from (seed, client id) later).
         # A reset host keeps its materialized data when the data are the same (`reset`).

@@ -20,19 +20,20 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.func import vmap
 
 from raycompo.problems.global_composition import GlobalComposition, LossComposition
-
-
-def batchable(problem: GlobalComposition) -> bool:
-    """Whether `problem` has the batched form above (the DRO objectives do; a task's own
-    composition, e.g. toy-co or the fairness tasks, does not)."""
-    return isinstance(problem, LossComposition)
 
 
 def masked_mean(values: torch.Tensor, batch: Any) -> torch.Tensor:
     """(k, B) -> (k,): each client's mean over its batch's real rows."""
     return (values * batch.mask).sum(1) / batch.count
+
+
+def real_rows(losses: torch.Tensor, batch: Any) -> torch.Tensor:
+    """The losses with padded rows set to 0: fn(l) of a padded row may overflow (KL's
+    exp(l / lam)), and inf times a 0 mask would be NaN."""
+    return torch.where(batch.mask > 0, losses, torch.zeros_like(losses))
 
 
 def value_and_derivative(fn: Callable[[torch.Tensor], torch.Tensor], losses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,7 +50,7 @@ def mean_and_grad(task: Any, fn: Callable[[torch.Tensor], torch.Tensor], w: torc
     means: list[torch.Tensor] = []
 
     def weigh(losses: torch.Tensor) -> torch.Tensor:
-        v, d = value_and_derivative(fn, losses)
+        v, d = value_and_derivative(fn, real_rows(losses, batch))
         means.append(masked_mean(v, batch))
         return d * batch.mask / batch.count.unsqueeze(1)
 
@@ -60,7 +61,7 @@ def mean_and_grad(task: Any, fn: Callable[[torch.Tensor], torch.Tensor], w: torc
 def g_values(task: Any, problem: LossComposition, w: torch.Tensor, batch: Any) -> torch.Tensor:
     """(k, d_g): each client's g_i(w_i; b_i), no gradient (FedDRO's correction g(x_k^{t-1}))."""
     with torch.no_grad():
-        return masked_mean(problem.g_of_loss(task.batched_sample_losses(w, batch)), batch).unsqueeze(1)
+        return masked_mean(problem.g_of_loss(real_rows(task.batched_sample_losses(w, batch), batch)), batch).unsqueeze(1)
 
 
 def local_parts(task: Any, problem: LossComposition, w: torch.Tensor, b_g: Any,
@@ -73,8 +74,7 @@ def local_parts(task: Any, problem: LossComposition, w: torch.Tensor, b_g: Any,
 
 def direction(problem: GlobalComposition, jac: torch.Tensor, y: torch.Tensor, gh: torch.Tensor | None) -> torch.Tensor:
     """Eq. (7) for k clients: grad h_i + J_i^T grad f(y_i), (k, dim), with one y (d_g,)
-    shared by all or one per client (k, d_g). The DRO objectives' f is a sum over the
-    entries of y, so grad_f of a (k, d_g) stack is the stack of the rows' gradients."""
-    gf = problem.grad_f(y).to(jac.dtype)
+    shared by all or one per client (k, d_g)."""
+    gf = (problem.grad_f(y) if y.dim() == 1 else vmap(problem.grad_f)(y)).to(jac.dtype)
     d = (jac * (gf.view(1, -1, 1) if gf.dim() == 1 else gf.unsqueeze(2))).sum(1)
     return d if gh is None else d + gh
