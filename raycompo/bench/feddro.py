@@ -27,8 +27,8 @@ import uuid
 
 from raycompo.config import RunConfig, resolve
 from raycompo.engine.allocator import keep_large_allocations
-from raycompo.vectorize import resolved_plan
 from raycompo.engine.federation import Federation, RoundCtx
+from raycompo.vectorize import resolved_plan
 
 
 def _busy(fed: Federation) -> float:
