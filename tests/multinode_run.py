@@ -37,6 +37,8 @@ def main() -> None:
     p.add_argument("--algo", default="fedavg")
     p.add_argument("--clients-per-actor", type=int, default=None)
     p.add_argument("--cpus-per-actor", type=float, default=0.5)
+    p.add_argument("--gpus-per-node", type=float, default=0, help="fake GPUs declared by each worker node (not the head)")
+    p.add_argument("--gpus-per-actor", type=float, default=0)
     p.add_argument("--settings", default="{}", help="JSON: task/algorithm settings over tests/helpers.SMALL_DRO")
     p.add_argument("--address", default=None, help="join this cluster (e.g. auto) instead of starting one")
     args = p.parse_args()
@@ -56,7 +58,7 @@ def main() -> None:
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": args.cpus_per_node, "include_dashboard": False})
     try:
         for _ in range(args.nodes - 1 if cluster else 0):
-            cluster.add_node(num_cpus=args.cpus_per_node)
+            cluster.add_node(num_cpus=args.cpus_per_node, num_gpus=args.gpus_per_node)
         if cluster:
             cluster.wait_for_nodes()
         address = cluster.address if cluster else args.address
@@ -64,6 +66,7 @@ def main() -> None:
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
         cfg = RunConfig(task="dro-mnist5k", algo=args.algo, backend="ray", rounds=args.rounds,
                         cpus_per_actor=args.cpus_per_actor, clients_per_actor=args.clients_per_actor,
+                        gpus_per_actor=args.gpus_per_actor,
                         settings={**SMALL_DRO, **json.loads(args.settings)})
         ns = "multinode"
         hosts: list[dict] = []
@@ -81,7 +84,10 @@ def main() -> None:
                     break
                 node = ray.get(actor.__ray_call__.remote(lambda h: ray.get_runtime_context().get_node_id()), timeout=60)
                 clients = ray.get(actor.__ray_call__.remote(lambda h: list(h.client_ids)), timeout=60)
-                hosts.append({"name": f"clients-{j}", "clients": clients, "node": node})
+                gpus = ray.get(actor.__ray_call__.remote(lambda h: [str(g) for g in ray.get_gpu_ids()]), timeout=60)
+                seen = ray.get(actor.__ray_call__.remote(lambda h: (str(h.device), sorted(h.batched))), timeout=60)
+                hosts.append({"name": f"clients-{j}", "clients": clients, "node": node, "gpus": gpus,
+                              "device": seen[0], "batched": seen[1]})
                 j += 1
 
         t0 = time.perf_counter()

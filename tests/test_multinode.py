@@ -52,3 +52,20 @@ def test_a_plugin_runs_on_two_nodes_and_matches_inline():
     settings = {**small_config("fedavg").settings, "gamma": 1.0}
     inline = raycompo.run("dro-mnist5k", spec, rounds=2, settings=settings)
     assert_rows_close(inline.rows, out["rows"], tol=1e-6)
+
+
+def test_four_vectorized_hosts_share_one_gpu_node():
+    """`--gpus-per-actor 0.25`: four host actors fit on one GPU of a worker node (the head
+    has none), each sees GPU 0, and runs its clients batched. The GPU is declared to Ray
+    (no device here), so the hosts compute on the CPU (host.py falls back when CUDA is
+    not available) and must give the inline backend's numbers."""
+    out = run_on_cluster("--nodes", "2", "--cpus-per-node", "1", "--gpus-per-node", "1", "--gpus-per-actor", "0.25",
+                         "--rounds", "2", "--clients-per-actor", "1", "--cpus-per-actor", "0.2", "--algo", "comfedl",
+                         "--settings", json.dumps({"gamma": 1.0}))
+    assert out["status"] == "completed"
+    hosts = out["hosts"]
+    assert len(hosts) == 4 and len({h["node"] for h in hosts}) == 1  # all four on the GPU node
+    assert all(h["gpus"] == ["0"] for h in hosts), hosts
+    assert all(h["device"] == "cpu" and "local" in h["batched"] for h in hosts), hosts
+    inline = run(small_config("comfedl", rounds=2, gamma=1.0))
+    assert_rows_close(inline.rows, out["rows"], tol=1e-6)
