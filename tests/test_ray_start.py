@@ -161,14 +161,23 @@ def test_the_cli_s_own_ray_listens_on_loopback_only_and_ignores_ray_address(tmp_
     mid-run: exit 143, status 'interrupted'."""
     out = tmp_path / "run"
     env = _env(RAY_ADDRESS=f"127.0.0.1:{_closed_port()}")
-    proc = _start("raycompo.run", *RAY_RUN, "--rounds", "400", "--out", str(out), env=env)
+    proc = _start("raycompo.run", *RAY_RUN, "--rounds", "4000", "--out", str(out), env=env)
+
+    def cmdline(pid: int) -> bytes:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:  # ended meanwhile
+            return b""
+
+    def dashboard_listens() -> bool:  # it starts once the actors are up (engine/dashboard_start.py)
+        return any(b"dashboard/dashboard.py" in cmdline(pid) for pid, _, _, _ in listening_sockets(proc.pid))
+
     try:
         _wait(lambda: _rows(out) >= 2, proc, 400, "two rounds")
+        _wait(dashboard_listens, proc, 120, "the dashboard listening")
         time.sleep(2)  # the dashboard agent and monitor are up by now; look again below
         socks = listening_sockets(proc.pid)
         assert any(cmd.startswith("ray::") or "raylet" in cmd for _, cmd, _, _ in socks), socks
-        full = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid, _, _, _ in socks if Path(f"/proc/{pid}").exists()}
-        assert any(b"dashboard/dashboard.py" in c for c in full.values()), socks  # started in the background, up by now
         exposed = [s for s in socks if not _loopback(s[2])]
         assert exposed == [], exposed
         proc.send_signal(signal.SIGTERM)
@@ -361,6 +370,9 @@ from raycompo.engine import dashboard_start, ray_start
 t0 = time.perf_counter()
 ray_start.ensure_ray(None, None)
 init_s = time.perf_counter() - t0
+time.sleep(1)
+before = dashboard_start.url()  # deferred until the run's actors are up
+dashboard_start.actors_started()
 up = dashboard_start.wait(90)
 url = dashboard_start.url()
 time.sleep(3)  # serving for a while: the thread that started it has long returned from Ray's call
@@ -369,13 +381,14 @@ pids = [p.process.pid for p in ray._private.worker._global_node.all_processes["d
 ray.shutdown()
 time.sleep(1)
 alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-print("RESULT " + json.dumps({"init_s": init_s, "up": up, "url": url, "status": status, "pids": pids, "alive": alive}))
+print("RESULT " + json.dumps({"init_s": init_s, "before": before, "up": up, "url": url, "status": status, "pids": pids, "alive": alive}))
 """
 
 
 def test_the_dashboard_starts_beside_ray_and_ends_with_it():
-    """engine/dashboard_start.py: ray.init does not wait for the dashboard, which still
-    comes up on loopback, answers HTTP, and is a process Ray knows and ends at shutdown."""
+    """engine/dashboard_start.py: ray.init does not wait for the dashboard, which starts once
+    the run's actors are up (`actors_started`), comes up on loopback, answers HTTP, and is a
+    process Ray knows and ends at shutdown."""
     proc = subprocess.Popen([sys.executable, "-c", DASHBOARD_CHILD], env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -385,5 +398,6 @@ def test_the_dashboard_starts_beside_ray_and_ends_with_it():
     line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
     assert line, err[-2000:]
     r = json.loads(line[len("RESULT "):])
+    assert r["before"] is None  # not started while the actors would start
     assert r["up"] and r["url"].startswith("http://127.0.0.1:") and r["status"] == 200
     assert len(r["pids"]) == 1 and r["alive"] == []

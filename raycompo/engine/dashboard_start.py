@@ -4,9 +4,13 @@
 has published its address (about 3 s on 2 busy cores) before it starts the raylet; only
 then can a run start its actors. Nothing a run does needs the dashboard, so while a
 private local Ray starts (engine/ray_start.py), Ray's own `Node.start_api_server` runs
-unchanged in a thread: the raylet, the driver and the hosts start meanwhile, and the
-dashboard comes up a few seconds later at its usual address (127.0.0.1:8265), which
-`python -m raycompo.run` prints once it answers.
+unchanged in a thread, and only once the run's driver and hosts are up (`actors_started`,
+called by the runner; at the latest DEFER_MAX_S after `ray.init`): on 2 cores the
+dashboard's own start (its imports, ~3 s of CPU) would otherwise slow the actors' start
+by as much. The dashboard comes up a few seconds after the actors at its usual address
+(127.0.0.1:8265), which `python -m raycompo.run` prints once it answers. A run that ends
+before its dashboard began to start never starts it; one that ends while it is starting
+waits for it at shutdown (Ray must know the process to end it).
 
 The thread that started the dashboard stays alive (parked) until Ray shuts down: Ray
 starts its processes with the kernel's parent-death signal, which Linux sends when the
@@ -27,6 +31,14 @@ from contextlib import contextmanager
 
 JOIN_TIMEOUT_S = 60.0
 """How long shutting down waits for a dashboard still starting (Ray's own limit is 60 s)."""
+
+DEFER_MAX_S = 10.0
+"""How long the dashboard waits for the run's actors (`actors_started`) before it starts anyway."""
+
+_go = threading.Event()
+"""Set when the run's driver and hosts are up (or Ray shuts down): a deferred dashboard may start."""
+_cancelled = threading.Event()
+"""Set when Ray shuts down before the dashboard began to start: it does not start at all."""
 
 _started: list[threading.Event] = []
 """One event per dashboard being started in this process, set once it has started (or failed)."""
@@ -50,6 +62,8 @@ def in_background() -> Iterator[None]:
         started = threading.Event()
         _started.append(started)
         _release.clear()
+        _go.clear()
+        _cancelled.clear()
         threading.Thread(target=_start, args=(original, node, kwargs, started), name="raycompo-dashboard",
                          daemon=True).start()
 
@@ -62,13 +76,21 @@ def in_background() -> Iterator[None]:
 
 
 def _start(original, node, kwargs, started: threading.Event) -> None:
+    _go.wait(DEFER_MAX_S)  # on 2 cores its start would slow the actors' imports by seconds
     try:
-        original(node, **kwargs)
+        if not _cancelled.is_set():
+            original(node, **kwargs)
     except Exception as exc:  # the run goes on without a dashboard, as Ray's default would
         print(f"raycompo: the Ray dashboard did not start: {exc}", file=sys.stderr)
     finally:
         started.set()
     _release.wait()  # parked: the dashboard process lives as long as this thread (see above)
+
+
+def actors_started() -> None:
+    """The run's driver and hosts are up: a dashboard deferred until then starts now (at the
+    latest DEFER_MAX_S after `ray.init`, for callers that never say)."""
+    _go.set()
 
 
 def wait(timeout_s: float = JOIN_TIMEOUT_S) -> bool:
@@ -78,6 +100,12 @@ def wait(timeout_s: float = JOIN_TIMEOUT_S) -> bool:
         started.wait(timeout_s)
     _started[:] = [e for e in _started if not e.is_set()]
     return not _started
+
+
+def _cancel_and_wait() -> None:
+    _cancelled.set()
+    _go.set()
+    wait()
 
 
 def url() -> str | None:
@@ -100,12 +128,14 @@ def _hook_shutdown() -> None:
     if _hooked:
         return
     _hooked = True
-    atexit.register(wait)
+    atexit.register(_cancel_and_wait)
     import ray
 
     shutdown = ray.shutdown
 
     def shutdown_after_dashboard(*args, **kwargs):
+        _cancelled.set()  # a dashboard not yet starting never will
+        _go.set()
         wait()
         try:
             return shutdown(*args, **kwargs)

@@ -22,6 +22,7 @@ from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
+from raycompo.engine import dashboard_start
 from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
@@ -180,6 +181,8 @@ def run(
                         fed = _start(resolved, backend, driver, namespace, placement_group, (ckpt, live), restore_from,
                                      label, hosts)
                         start_ckpt = restore_from = None  # restored: its client states need not stay in memory
+                        if backend.uses_ray:
+                            dashboard_start.actors_started()  # the dashboard waited for the actors' start
                         if not started:
                             started = True
                             watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace,
