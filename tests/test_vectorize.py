@@ -48,6 +48,9 @@ CASES = [
     ("synthetic", "mbsgd-co", {**DRO_SYN, "objective": "chi2-dro"}),
     ("synthetic", "feddro", {**DRO_SYN, "batch_size": None, "beta": 0.7}),  # full local data, ragged
     ("synthetic", "fedavg-co", {**DRO_SYN, "batch_size": None, "case": 2}),
+    ("synthetic", "fastdro", {**DRO_SYN, "lr": 0.05}),  # per-client losses out, weights q in
+    ("dro-mnist5k", "fastdro", {"objective": "chi2-dro", "lr": 0.1}),
+    ("synthetic", "fastdro", {**DRO_SYN, "geometry": "cvar", "batch_size": None}),
     # the Local-SCGD family: MAML rows under vmap, per-task inner states, averaged m and u
     ("maml-sinusoid", "local-scgdm", {}),
     ("maml-sinusoid", "local-scgdm", {"per_task_state": False, "clients_per_round": 3}),
@@ -162,7 +165,7 @@ def test_chunks_give_the_same_numbers(task, algo, settings, tiny):
 
 
 def test_plan_and_errors():
-    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl", "feddro", "fedavg-co", "mbsgd-co",
+    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl", "feddro", "fedavg-co", "mbsgd-co", "fastdro",
             "local-scgdm", "local-scgd", "local-moml", "local-bsgd"} <= set(vectorized_algorithms())
     auto = resolved_plan(resolve(RunConfig(task="dro-mnist5k", algo="comfedl", backend="inline")))
     assert auto.phases == ("evaluate", "local", "robust_value")

@@ -41,6 +41,7 @@ import torch
 
 from raycompo.algorithms.base import client_phase, grad_of
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.settings import require
 
 GEOMETRIES = ("objective", "cvar")
@@ -143,3 +144,24 @@ class FastDRO(GlobalCOAlgorithm):
             return (q * self.task.sample_losses(w, batch)).sum()
 
         return {"g": grad_of(weighted, payload["w"])}, state
+
+    # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
+    # "grad" draws the step's batch again from the same seeds (the per-client path keeps
+    # it in c.scratch): the same rows, so the same q_i line up with the same losses.
+    @batched_phase("losses")
+    def batched_client_losses(self, cb, states, payload):
+        batch = cb.batch(payload["j"], self.s.batch_size)
+        with torch.no_grad():
+            losses = cb.task.batched_sample_losses(cb.broadcast(payload["w"]), batch)
+        return {"l": [row[:n] for row, n in zip(losses, batch.count.long().tolist())]}, states
+
+    @batched_phase("grad")
+    def batched_client_grad(self, cb, states, payload):
+        batch = cb.batch(payload["j"], self.s.batch_size)
+        w = payload["w"]
+        q = torch.zeros(batch.mask.shape, dtype=w.dtype, device=w.device)  # padded rows weigh 0
+        for i, cid in enumerate(cb.ids):
+            qi = payload["q"][cid].to(w.dtype)
+            q[i, :len(qi)] = qi
+        g, _ = cb.task.batched_sample_grad(cb.broadcast(w), batch, lambda losses: q)
+        return {"g": g}, states

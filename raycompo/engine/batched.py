@@ -100,8 +100,7 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
                 result[key] = _weighted_sum(value, [m for _, m in chunk], result.get(key))
         else:
             for i, (cid, _) in enumerate(chunk):
-                result[cid] = {key: value[i] if isinstance(value, list) else value[i].detach().to("cpu")
-                               for key, value in out.items()}
+                result[cid] = {key: _on_cpu(value[i]) for key, value in out.items()}
     return result
 
 
@@ -116,3 +115,8 @@ def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any)
     w = torch.tensor([float(m) for m in mults], dtype=torch.float64).view(-1, *([1] * (v.dim() - 1)))
     total = (v * w).sum(0)
     return total if acc is None else acc + total
+
+
+def _on_cpu(value: Any) -> Any:
+    """A client's contribution as `Host.map` returns it: tensors on the CPU, numbers as they are."""
+    return value.detach().to("cpu") if isinstance(value, torch.Tensor) else value

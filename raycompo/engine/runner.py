@@ -16,13 +16,12 @@ import pandas as pd
 from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
-from raycompo.engine import checkpoint, memory, signals
+from raycompo.engine import checkpoint, dashboard_start, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
-from raycompo.engine import dashboard_start
 from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
