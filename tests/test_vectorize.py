@@ -51,6 +51,8 @@ CASES = [
     ("synthetic", "fastdro", {**DRO_SYN, "lr": 0.05}),  # per-client losses out, weights q in
     ("dro-mnist5k", "fastdro", {"objective": "chi2-dro", "lr": 0.1}),
     ("synthetic", "fastdro", {**DRO_SYN, "geometry": "cvar", "batch_size": None}),
+    ("synthetic", "pdsgd", {**DRO_SYN, "lr": 0.05, "dual_lr": 0.05}),  # per-sample dual weights in the state
+    ("dro-mnist5k", "pdsgd", {"batch_size": None, "lr": 0.1}),
     # the Local-SCGD family: MAML rows under vmap, per-task inner states, averaged m and u
     ("maml-sinusoid", "local-scgdm", {}),
     ("maml-sinusoid", "local-scgdm", {"per_task_state": False, "clients_per_round": 3}),
@@ -92,7 +94,7 @@ def test_vectorized_equals_per_client(task, algo, settings):
 @pytest.mark.parametrize("task,algo,settings", [
     ("synthetic", "fedavg", SYN),  # ragged clients
     ("dro-mnist5k", "comfedl", {"gamma": 1.0}),
-    ("synthetic", "pdsgd", {"n_clients": 12, "min_samples": 2, "max_samples": 40}),  # training per client
+    ("synthetic", "gcivr", {"n_clients": 12, "min_samples": 2, "max_samples": 40}),  # training per client
 ])
 def test_batched_evaluation_equals_per_client(task, algo, settings, monkeypatch):
     """The evaluate phase as one forward pass per chunk (Task.batched_evaluate) gives every
@@ -165,7 +167,7 @@ def test_chunks_give_the_same_numbers(task, algo, settings, tiny):
 
 
 def test_plan_and_errors():
-    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl", "feddro", "fedavg-co", "mbsgd-co", "fastdro",
+    assert {"fedavg", "comfedl", "ditto", "qfedavg", "drfl", "feddro", "fedavg-co", "mbsgd-co", "fastdro", "pdsgd",
             "local-scgdm", "local-scgd", "local-moml", "local-bsgd"} <= set(vectorized_algorithms())
     auto = resolved_plan(resolve(RunConfig(task="dro-mnist5k", algo="comfedl", backend="inline")))
     assert auto.phases == ("evaluate", "local", "robust_value")
@@ -176,7 +178,7 @@ def test_plan_and_errors():
     assert resolved_plan(resolve(RunConfig(task=plain, algo="fedavg", backend="inline"))).phases == ("evaluate", "local")
     for task, algo, why in [
         ("fair-synth", "feddro", "solves the task's own composition, which has no batched form"),
-        ("dro-mnist5k", "pdsgd", "algorithm pdsgd has no batched training phases"),
+        ("dro-mnist5k", "gcivr", "algorithm gcivr has no batched training phases"),
         ("dro-mnist5k", "comfedl-maml", "algorithm comfedl-maml has no batched training phases"),
         (custom, "fedavg", "uses the loss function it was given"),
         ("damaml-mnist5k", "fedavg", "(CNN4) has no batched_forward"),
@@ -185,7 +187,7 @@ def test_plan_and_errors():
         plan = resolved_plan(resolve(cfg), resolve(cfg).make_task())
         assert "local" not in plan.phases and why in plan.why_not
         # the evaluation batches on its own where the algorithm keeps the base one and the task can
-        assert plan.phases == (("evaluate",) if algo == "pdsgd" else ())
+        assert plan.phases == (("evaluate",) if algo == "gcivr" else ())
         with pytest.raises(ConfigError, match="--vectorize on: .*" + why.split()[-1] + ".*use --vectorize auto"):
             resolve(dataclasses.replace(cfg, vectorize="on"))
     from raycompo.algorithms import algorithms
@@ -219,6 +221,7 @@ def test_config_json_records_mode_and_phases(tmp_path, capsys):
 @pytest.mark.parametrize("algo,settings", [
     ("ditto", SYN),  # per-client personal models
     ("feddro", {**DRO_SYN, "beta": 0.5}),  # the y exchange every step; the evaluation batched too
+    ("pdsgd", {**DRO_SYN, "dual_lr": 0.05}),  # per-client gradients returned one by one (map_each)
 ])
 def test_ray_vectorized_equals_inline(ray_session, algo, settings):
     """Hosts of 3 clients each run their own chunks; the rows equal the inline backend's."""

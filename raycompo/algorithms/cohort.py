@@ -41,6 +41,8 @@ class Batch:
     y: torch.Tensor
     mask: torch.Tensor
     count: torch.Tensor
+    picks: list[torch.Tensor | None] | None = None
+    """Each client's drawn sample indices, in batch order (None: all its samples, in order)."""
 
 
 BatchedFn = TypeVar("BatchedFn", bound=Callable[..., Any])
@@ -107,6 +109,7 @@ class CohortBatch:
                     p = p.to(x.device)
                 torch.index_select(x, 0, p, out=bx)
                 torch.index_select(y, 0, p, out=by)
+        buf.picks = picks
         if self._rows.get((stream, width)) != rows:  # mark each client's real rows
             self._rows[(stream, width)] = rows
             buf.count.copy_(torch.tensor(rows, dtype=buf.count.dtype))

@@ -32,6 +32,7 @@ import torch
 
 from raycompo.algorithms.base import client_phase, grad_of
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.settings import require
 
 
@@ -99,3 +100,34 @@ class PDSGD(GlobalCOAlgorithm):
         # the (1 - eta_p lam) contraction keeps |a| <= max |ghat| / lam)
         a = (1 - s.dual_lr * s.lam) * a + s.dual_lr * ghat
         return {"g": g.detach(), "lse": torch.logsumexp(a, 0)}, {**state, "a": a}
+
+    # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
+    @batched_phase("log_mass")
+    def batched_log_mass(self, cb, states, payload):
+        return {"lse": [torch.logsumexp(self.log_weights(c, st), 0) for c, st in zip(cb.clients, states)]}, states
+
+    @batched_phase("step")
+    def batched_step(self, cb, states, payload):
+        """client_step for a chunk: the weights p_i of each client's drawn samples weigh one
+        pullback of the batch's per-sample losses; the dual ascent stays per client."""
+        s, w = self.s, payload["w"]
+        batch = cb.batch(payload["j"], s.batch_size)  # the draws of client_step (stream 0)
+        assert batch.picks is not None
+        coef = torch.zeros(batch.mask.shape, dtype=w.dtype, device=w.device)  # padded rows weigh 0
+        drawn = []
+        for i, (c, st) in enumerate(zip(cb.clients, states)):
+            n, a = c.data.num_samples, self.log_weights(c, st)
+            pick = batch.picks[i]
+            idx = torch.arange(n) if pick is None else pick.to("cpu")
+            size = len(idx)
+            coef[i, :size] = ((n / size) * torch.exp(a[idx] - payload["log_z"])).to(w.dtype)
+            drawn.append((n, size, idx, a))
+        g, losses = cb.task.batched_sample_grad(cb.broadcast(w), batch, lambda _: coef)
+        lse, new_states = [], []
+        for (n, size, idx, a), st, row in zip(drawn, states, losses):
+            ghat = torch.zeros_like(a)
+            ghat[idx] = (n / size) * row[:size].detach().to("cpu", torch.float64)
+            a = (1 - s.dual_lr * s.lam) * a + s.dual_lr * ghat
+            lse.append(torch.logsumexp(a, 0))
+            new_states.append({**st, "a": a})
+        return {"g": g, "lse": lse}, new_states

@@ -118,5 +118,7 @@ def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any)
 
 
 def _on_cpu(value: Any) -> Any:
-    """A client's contribution as `Host.map` returns it: tensors on the CPU, numbers as they are."""
-    return value.detach().to("cpu") if isinstance(value, torch.Tensor) else value
+    """A client's contribution as `Host.map` returns it: tensors on the CPU, numbers as they
+    are. A copy: a row of the chunk's tensor is a view, which would pickle (to the driver)
+    with the storage of every client's row."""
+    return value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else value
