@@ -27,6 +27,7 @@ WORKLOADS: dict[str, tuple[str, str, dict]] = {
     "comfedl lse, synthetic": ("synthetic", "comfedl", {"normalizer": "lse", "clients_per_round": 100}),
     "ditto, synthetic": ("synthetic", "ditto", {"clients_per_round": 100}),
     "feddro, feddro-digits-st": ("feddro-digits-st", "feddro", {"sync_every": 8}),
+    "pdsgd, feddro-digits-st": ("feddro-digits-st", "pdsgd", {"sync_every": 8}),
     "local-scgdm, maml-sinusoid": ("maml-sinusoid", "local-scgdm", {"n_clients": 25}),
 }
 
