@@ -5,7 +5,7 @@ has published its address (about 3 s on 2 busy cores) before it starts the rayle
 then can a run start its actors. Nothing a run does needs the dashboard, so while a
 private local Ray starts (engine/ray_start.py), Ray's own `Node.start_api_server` runs
 unchanged in a thread, and only once the run's driver and hosts are up (`actors_started`,
-called by the runner; at the latest DEFER_MAX_S after `ray.init`): on 2 cores the
+called by `engine/driver.start_driver`; at the latest DEFER_MAX_S after `ray.init`): on 2 cores the
 dashboard's own start (its imports, ~3 s of CPU) would otherwise slow the actors' start
 by as much. The dashboard comes up a few seconds after the actors at its usual address
 (127.0.0.1:8265), which `python -m raycompo.run` prints once it answers. A run that ends

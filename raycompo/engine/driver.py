@@ -11,6 +11,7 @@ from typing import Any
 
 from raycompo.backends import Backend
 from raycompo.config import Resolved
+from raycompo.engine import dashboard_start
 from raycompo.engine.federation import Federation
 
 CLOSE_TIMEOUT_S = 10.0
@@ -64,6 +65,14 @@ def start_driver(resolved: Resolved, backend: Backend, where: str = "actor", nam
     run = run or namespace
     if not backend.uses_ray:
         return Federation(resolved, backend.make_pool, run=run)
+    fed = _start_on_ray(resolved, backend, where, namespace, placement_group, run, hosts)
+    dashboard_start.actors_started()  # the dashboard waited for the run's actors (engine/dashboard_start.py)
+    return fed
+
+
+def _start_on_ray(resolved: Resolved, backend: Backend, where: str, namespace: str | None, placement_group: Any,
+                  run: str | None, hosts: Any) -> Any:
+    """`start_driver` with Ray: the driver here or in its actor, and the pool's hosts."""
     factory = functools.partial(backend.make_pool, namespace=namespace, placement_group=placement_group, run=run,
                                 hosts=hosts)
     if where == "local":

@@ -16,7 +16,7 @@ import pandas as pd
 from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
-from raycompo.engine import checkpoint, dashboard_start, memory, signals
+from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
@@ -180,8 +180,6 @@ def run(
                         fed = _start(resolved, backend, driver, namespace, placement_group, (ckpt, live), restore_from,
                                      label, hosts)
                         start_ckpt = restore_from = None  # restored: its client states need not stay in memory
-                        if backend.uses_ray:
-                            dashboard_start.actors_started()  # the dashboard waited for the actors' start
                         if not started:
                             started = True
                             watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace,
