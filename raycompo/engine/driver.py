@@ -21,11 +21,12 @@ CLOSE_TIMEOUT_S = 10.0
 class RemoteDriver:
     """A `Federation` running in the actor `driver`; method calls block until they return."""
 
-    def __init__(self, actor: Any, hosts: list[Any] | None = None):
+    def __init__(self, actor: Any, hosts: list[Any] | None = None, namespace: str | None = None):
         self._actor = actor
         self._hosts = hosts or []
         """Host actors this process started for the driver (`PrestartedHosts`): this
         process owns them, so closing kills them as well."""
+        self._namespace = namespace
 
     # No timeout on the driver's own calls: a round may legitimately take long, and every
     # wait inside it (on host actors) is bounded by --host-timeout; Ctrl-C ends it at once.
@@ -53,6 +54,21 @@ class RemoteDriver:
             from raycompo.engine.host_actors import kill
 
             kill(self._hosts)
+        self._wait_gone()
+
+    def _wait_gone(self) -> None:
+        """`ray.kill` returns before the actors end: wait (bounded) until their names are
+        released, so that when a run returns, none of its actors can still be found."""
+        import logging
+
+        from raycompo.engine.host_actors import names_still_taken
+
+        names = ["driver"] + [f"clients-{j}" for j in range(len(self._hosts))]
+        taken = names_still_taken(names, self._namespace, CLOSE_TIMEOUT_S)
+        if taken:
+            logging.getLogger(__name__).warning(
+                "actors %s of namespace %r still alive %g s after they were killed", taken, self._namespace,
+                CLOSE_TIMEOUT_S)
 
 
 def start_driver(resolved: Resolved, backend: Backend, where: str = "actor", namespace: str | None = None,
@@ -91,7 +107,8 @@ def _start_on_ray(resolved: Resolved, backend: Backend, where: str, namespace: s
     factory = functools.partial(factory, hosts=PrestartedHosts(prestarted))
     try:
         actor = ray.remote(Federation).options(name="driver", namespace=namespace, num_cpus=0)
-        fed = RemoteDriver(actor.remote(resolved, factory, start=False, run=run), hosts=prestarted)
+        fed = RemoteDriver(actor.remote(resolved, factory, start=False, run=run), hosts=prestarted,
+                           namespace=namespace)
     except BaseException:
         from raycompo.engine.host_actors import kill
 

@@ -102,18 +102,31 @@ NAME_FREE_TIMEOUT_S = 30.0
 def wait_name_free(name: str, namespace: str, timeout_s: float = NAME_FREE_TIMEOUT_S) -> None:
     """Return once no live actor holds `name` in `namespace` (a killed run's host releases
     its name a moment after `ray.kill`); a RuntimeError naming it after `timeout_s`."""
+    taken = names_still_taken([name], namespace, timeout_s)
+    if taken:
+        raise RuntimeError(f"actor name {name!r} in namespace {namespace!r} still taken after {timeout_s:g} s")
+
+
+def names_still_taken(names: list[str], namespace: str | None, timeout_s: float) -> list[str]:
+    """Wait (at most `timeout_s`) until no live actor holds any of `names` in `namespace`
+    (None: this job's); the names still taken then."""
     import time
 
     import ray
 
     deadline = time.monotonic() + timeout_s
+    taken = list(names)
     while True:
-        try:
-            ray.get_actor(name, namespace=namespace)
-        except ValueError:
-            return  # no such actor: free
-        if time.monotonic() >= deadline:
-            raise RuntimeError(f"actor name {name!r} in namespace {namespace!r} still taken after {timeout_s:g} s")
+        still = []
+        for name in taken:
+            try:
+                ray.get_actor(name, namespace=namespace)
+                still.append(name)
+            except ValueError:
+                pass  # no such actor: free
+        taken = still
+        if not taken or time.monotonic() >= deadline:
+            return taken
         time.sleep(0.05)
 
 
