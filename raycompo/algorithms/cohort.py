@@ -86,7 +86,8 @@ class CohortBatch:
         `ClientData.batch(c.rng(step, stream), size)` draws (all of them, in order, when
         size is None or >= n_i), padded. The returned tensors are this stream's buffers:
         valid until the next draw on the same stream."""
-        picks, rows = [], []
+        picks: list[torch.Tensor | None] = []
+        rows = []
         for c in self.clients:
             n = len(c.data.y)
             if size is None or size >= n:
@@ -97,7 +98,8 @@ class CohortBatch:
                 rows.append(size)
         width = max(rows)
         buf, xs, ys = self._buffer(stream, width)
-        for c, p, n, bx, by in zip(self.clients, picks, rows, xs, ys):
+        on_device = self._picks_on_device(picks)
+        for c, p, n, bx, by in zip(self.clients, on_device, rows, xs, ys):
             x, y = c.data.x, c.data.y
             if n < width:
                 bx, by = bx[:n], by[:n]
@@ -105,8 +107,6 @@ class CohortBatch:
                 bx.copy_(x)
                 by.copy_(y)
             else:
-                if p.device != x.device:
-                    p = p.to(x.device)
                 torch.index_select(x, 0, p, out=bx)
                 torch.index_select(y, 0, p, out=by)
         buf.picks = picks
@@ -115,6 +115,15 @@ class CohortBatch:
             buf.count.copy_(torch.tensor(rows, dtype=buf.count.dtype))
             buf.mask.copy_(torch.arange(width, device=self.device).unsqueeze(0) < buf.count.unsqueeze(1))
         return buf
+
+    def _picks_on_device(self, picks: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+        """The drawn indices where the clients' data lives: one copy for the whole chunk
+        (on a GPU, one host-to-device transfer a step instead of one per client)."""
+        drawn = [p for p in picks if p is not None]
+        if not drawn:
+            return picks
+        moved = iter(torch.stack(drawn).to(self.clients[0].data.x.device).unbind(0))
+        return [None if p is None else next(moved) for p in picks]
 
     def _buffer(self, stream: int, width: int) -> tuple[Batch, list[torch.Tensor], list[torch.Tensor]]:
         """The reused batch of (stream, width), and each client's row views of x and y."""

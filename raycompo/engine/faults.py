@@ -14,7 +14,10 @@ from raycompo.engine.observers import Observer, Row, RunInfo
 class KillActor(Observer):
     """Kills the run's actor `name` ('clients-<j>' or 'driver') right after round `after`
     is written, at most `times` times (replays reach that round again), as a dead process
-    would: `ray.kill(..., no_restart=True)`. `killed_at`: time.perf_counter() of each kill."""
+    would: `ray.kill(..., no_restart=True)`, and returns once Ray has it dead (`kill`), so
+    that what follows the row (e.g. the checkpoint of the next round, when it came in the
+    same driver call) never reads the actor it killed. `killed_at`: time.perf_counter()
+    of each kill."""
 
     def __init__(self, name: str, after: int, times: int = 1, namespace: str | None = None):
         self.name, self.after, self.times, self.namespace = name, after, times, namespace
@@ -25,25 +28,22 @@ class KillActor(Observer):
 
     def on_row(self, row: Row) -> None:
         if row["round"] == self.after and len(self.killed_at) < self.times:
-            import ray
-
-            ray.kill(ray.get_actor(self.name, namespace=self.namespace), no_restart=True)
-            self.killed_at.append(time.perf_counter())
+            self.killed_at.append(kill(self.name, self.namespace))
 
 
-def kill(name: str, namespace: str | None, timeout: float = 30.0) -> None:
+def kill(name: str, namespace: str | None, timeout: float = 30.0) -> float:
     """Kill the run's actor `name` as a dead process would, and wait (at most `timeout`
-    seconds) until Ray has it dead: its name is free again."""
+    seconds; then a RuntimeError) until Ray has it dead: its name is free again. Returns
+    time.perf_counter() of the kill."""
     import ray
 
+    from raycompo.engine.host_actors import names_still_taken
+
     ray.kill(ray.get_actor(name, namespace=namespace), no_restart=True)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            ray.get_actor(name, namespace=namespace)
-        except ValueError:
-            return
-        time.sleep(0.02)
+    at = time.perf_counter()
+    if names_still_taken([name], namespace, timeout):
+        raise RuntimeError(f"actor {name!r} of namespace {namespace!r} still alive {timeout:g} s after it was killed")
+    return at
 
 
 class KillOnRestore:
