@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import raycompo
-from raycompo.algorithms.cohort import CohortBatch
+from raycompo.algorithms.cohort import CohortBatch, picks_to
 from raycompo.config import RunConfig, resolve
 from raycompo.engine.federation import Federation
 from raycompo.engine.host import ClientCtx
@@ -145,6 +145,17 @@ def test_draws_are_the_per_client_draws():
     for i, c in enumerate(ctxs):
         x, y = c.data.batch(c.rng(1, 1), 10)
         torch.testing.assert_close(losses[i], task.loss(w[i], (x, y)), rtol=1e-6, atol=1e-6)
+
+
+def test_drawn_indices_reach_the_data_device_in_one_copy_in_client_order():
+    """`picks_to` (the GPU path of `CohortBatch.batch`): every client keeps its own indices,
+    in order, and the whole-data clients (None) stay None; on the data's device nothing moves.
+    The "meta" device stands in for a GPU here (it keeps devices and shapes, no values)."""
+    picks = [torch.tensor([3, 1]), None, torch.tensor([0, 2]), None, torch.tensor([4, 5])]
+    assert picks_to(picks, torch.device("cpu")) is picks
+    moved = picks_to(picks, torch.device("meta"))
+    assert [m is None for m in moved] == [p is None for p in picks]
+    assert all(m.device.type == "meta" and m.shape == p.shape for m, p in zip(moved, picks) if p is not None)
 
 
 @pytest.mark.parametrize("task,algo,settings,tiny", [

@@ -45,6 +45,17 @@ class Batch:
     """Each client's drawn sample indices, in batch order (None: all its samples, in order)."""
 
 
+def picks_to(picks: list[torch.Tensor | None], device: torch.device) -> list[torch.Tensor | None]:
+    """Drawn indices (CPU tensors of equal length; None: a client's whole data) on the
+    device of the clients' data, in one copy for the whole chunk: on a GPU, one
+    host-to-device transfer a step instead of one per client. On the CPU, as they are."""
+    drawn = [p for p in picks if p is not None]
+    if not drawn or drawn[0].device == device:
+        return picks
+    moved = iter(torch.stack(drawn).to(device).unbind(0))
+    return [None if p is None else next(moved) for p in picks]
+
+
 BatchedFn = TypeVar("BatchedFn", bound=Callable[..., Any])
 
 
@@ -98,7 +109,7 @@ class CohortBatch:
                 rows.append(size)
         width = max(rows)
         buf, xs, ys = self._buffer(stream, width)
-        on_device = self._picks_on_device(picks)
+        on_device = picks_to(picks, self.clients[0].data.x.device)
         for c, p, n, bx, by in zip(self.clients, on_device, rows, xs, ys):
             x, y = c.data.x, c.data.y
             if n < width:
@@ -115,15 +126,6 @@ class CohortBatch:
             buf.count.copy_(torch.tensor(rows, dtype=buf.count.dtype))
             buf.mask.copy_(torch.arange(width, device=self.device).unsqueeze(0) < buf.count.unsqueeze(1))
         return buf
-
-    def _picks_on_device(self, picks: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
-        """The drawn indices where the clients' data lives: one copy for the whole chunk
-        (on a GPU, one host-to-device transfer a step instead of one per client)."""
-        drawn = [p for p in picks if p is not None]
-        if not drawn:
-            return picks
-        moved = iter(torch.stack(drawn).to(self.clients[0].data.x.device).unbind(0))
-        return [None if p is None else next(moved) for p in picks]
 
     def _buffer(self, stream: int, width: int) -> tuple[Batch, list[torch.Tensor], list[torch.Tensor]]:
         """The reused batch of (stream, width), and each client's row views of x and y."""
