@@ -69,8 +69,10 @@ class PDSGD(GlobalCOAlgorithm):
 
     # --- client ---------------------------------------------------------------------
     def log_weights(self, c, state) -> torch.Tensor:
+        """The client's dual log-weights a (float64, one per sample), on the CPU: the state
+        store gives states back on the host's device, a GPU where there is one."""
         a = state.get("a")
-        return torch.zeros(c.data.num_samples, dtype=torch.float64) if a is None else a
+        return torch.zeros(c.data.num_samples, dtype=torch.float64) if a is None else a.cpu()
 
     @client_phase("log_mass")
     def client_log_mass(self, c, state, payload):

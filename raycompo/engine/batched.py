@@ -98,9 +98,11 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
         if reduce:
             for key, value in out.items():
                 result[key] = _weighted_sum(value, [m for _, m in chunk], result.get(key))
-        else:
+        else:  # one copy off the device per stacked value, then each client's row of its own
+            moved = {key: value.detach().cpu() if isinstance(value, torch.Tensor) else value
+                     for key, value in out.items()}
             for i, (cid, _) in enumerate(chunk):
-                result[cid] = {key: _on_cpu(value[i]) for key, value in out.items()}
+                result[cid] = {key: _on_cpu(value[i]) for key, value in moved.items()}
     return result
 
 
