@@ -20,3 +20,30 @@ def assert_rows_close(a: list[dict], b: list[dict], tol: float = 1e-6) -> None:
             if key in ("round_time", "wall_time") or not isinstance(ra[key], float):
                 continue
             assert abs(ra[key] - rb[key]) <= tol * max(1.0, abs(ra[key])), (key, ra["round"], ra[key], rb[key])
+
+
+def assert_dead(actor, timeout: float = 30.0) -> None:
+    """`actor` ends within `timeout` s: `ray.kill` is asynchronous, so a call made just
+    after it may still be answered for a moment."""
+    import time
+
+    import pytest
+    import ray
+
+    deadline = time.monotonic() + timeout
+    with pytest.raises(ray.exceptions.RayActorError):
+        while time.monotonic() < deadline:
+            ray.get(actor.stats.remote(), timeout=10)
+            time.sleep(0.1)
+
+
+def wait_until(condition, timeout: float = 60.0, every: float = 0.2) -> bool:
+    """Whether `condition()` became true within `timeout` s (polled every `every` s)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every)
+    return True

@@ -21,12 +21,16 @@ def test_main_prints_a_row(capsys):
     assert out[0] == HEADER and len(out) == 3 and "command start" in out[2]
 
 
-def test_peak_rss_catches_a_short_peak():
+def test_peak_rss_catches_a_short_peak(monkeypatch):
     """The kernel's peak RSS (VmHWM) is read, not sampled RSS: a 300 MB buffer held for far
-    less than the sampling interval still counts, and the next block starts afresh."""
+    less than the sampling interval still counts, and the next block starts afresh. Only
+    this process is read: the test session's Ray processes start and end workers meanwhile."""
+    import psutil
     import torch
 
     from raycompo.bench.scale import PeakRSS
+
+    monkeypatch.setattr(PeakRSS, "_tree", staticmethod(lambda: [psutil.Process()]))
 
     with PeakRSS(interval=10.0) as base:
         pass

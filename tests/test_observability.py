@@ -66,7 +66,7 @@ def test_a_1000_round_run_is_one_bar_on_a_terminal_and_about_100_lines_in_a_pipe
     rows = piped.stderr.strip().splitlines()
     assert len(rows) == 101 and "\r" not in piped.stderr
     assert rows[0].startswith("round    0/1000") and rows[-1].startswith("round 1000/1000")
-    assert re.search(r"s/round  eta \d+s$", rows[1])
+    assert re.search(r"s/round  eta (\d+s|\d+m\d\ds|\d+h\d\dm)$", rows[1])  # 7s, 1m05s, 1h02m
     assert piped.stdout.startswith("done:")
 
 

@@ -367,6 +367,7 @@ import json, time, urllib.request
 import ray
 import psutil  # Ray's bundled copy, on sys.path once ray is imported
 from raycompo.engine import dashboard_start, ray_start
+dashboard_start.DEFER_MAX_S = 600  # a slow machine must not reach the fallback start before `before`
 t0 = time.perf_counter()
 ray_start.ensure_ray(None, None)
 init_s = time.perf_counter() - t0

@@ -14,6 +14,7 @@ import pytest
 
 from raycompo.tune.cli import main
 from raycompo.tune.space import available_spaces, load_space, sweeps_dirs, validate
+from tests.helpers import wait_until
 
 PAPER_LR = [0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1]
 PAPER = {
@@ -159,8 +160,11 @@ def test_diverging_trial_is_recorded_and_sweep_goes_on_ray_backend(tmp_path, ray
     out = tmp_path / "sweep"
     assert main(["--space", path, "--search", "grid", "--out", str(out), "--quiet", "--backend", "ray",
                  "--hosts-per-trial", "2"]) == 0
-    alive = [a for a in ray_session.util.list_named_actors(all_namespaces=True) if a["name"].startswith("clients-")]
-    assert alive == []
+    def alive():  # Tune kills the trial actors asynchronously: their hosts end a moment later
+        return [a for a in ray_session.util.list_named_actors(all_namespaces=True) if a["name"].startswith("clients-")]
+
+    wait_until(lambda: not alive())
+    assert alive() == []
     trials = pd.read_csv(out / "trials.csv").set_index("lr")
     assert trials.loc[1e6, "status"] == "diverged"
     assert trials.loc[1e6, "final_val_acc_worst"] == -math.inf

@@ -97,7 +97,7 @@ def _start_on_ray(resolved: Resolved, backend: Backend, where: str, namespace: s
         raise ValueError("hosts= (reused host actors) needs driver='local': the driver actor cannot use this process's")
     import ray
 
-    from raycompo.engine.host_actors import PrestartedHosts, create_hosts
+    from raycompo.engine.host_actors import PrestartedHosts, create_hosts, wait_name_free
     from raycompo.engine.placement import plan_placement
 
     # The hosts start now, beside the driver actor (each a worker process importing torch
@@ -106,6 +106,8 @@ def _start_on_ray(resolved: Resolved, backend: Backend, where: str, namespace: s
     prestarted = create_hosts(resolved, placement, placement_group, namespace, run)
     factory = functools.partial(factory, hosts=PrestartedHosts(prestarted))
     try:
+        if namespace:  # a recovery's new driver: the dead one's name may still be held a moment
+            wait_name_free("driver", namespace)
         actor = ray.remote(Federation).options(name="driver", namespace=namespace, num_cpus=0)
         fed = RemoteDriver(actor.remote(resolved, factory, start=False, run=run), hosts=prestarted,
                            namespace=namespace)
