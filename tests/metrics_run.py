@@ -68,7 +68,12 @@ def main() -> None:
         out["recorded_s"] = time.perf_counter() - t0
         out["stats_calls"] = pool.calls
         # the last values set (an export between two sets would show earlier ones for a while)
-        final = {"ray_raycompo_rows_total{": 3.0, "ray_raycompo_bytes_sent{": 62800.0, "ray_raycompo_val_acc_worst{": 0.4}
+        # every value the test checks (name, a label it must carry, value): an export in the
+        # middle of the pool's counters would otherwise show some at their earlier values
+        final = [("ray_raycompo_rows_total{", "", 3.0), ("ray_raycompo_bytes_sent{", "", 62800.0),
+                 ("ray_raycompo_val_acc_worst{", "", 0.4), ("ray_raycompo_round{", "", 2.0),
+                 ("ray_raycompo_host_busy_s{", 'host="clients-0"', 0.25),
+                 ("ray_raycompo_host_busy_mean_s{", "", 0.125), ("ray_raycompo_host_busy_max_s{", "", 0.25)]
         text, found = "", []
         while time.perf_counter() - t0 < args.wait:
             try:
@@ -76,7 +81,8 @@ def main() -> None:
             except OSError as exc:
                 text = f"<{exc}>"
             found = [ln for ln in text.splitlines() if ln.startswith("ray_raycompo_")]
-            if all(any(ln.startswith(k) and float(ln.rsplit(" ", 1)[1]) == v for ln in found) for k, v in final.items()):
+            if all(any(ln.startswith(k) and label in ln and float(ln.rsplit(" ", 1)[1]) == v for ln in found)
+                   for k, label, v in final):
                 break
             time.sleep(0.5)
         out["appeared_after_s"] = time.perf_counter() - t0

@@ -16,7 +16,7 @@ from tests.helpers import assert_rows_close, small_config
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_on_cluster(*args: str, timeout: float = 240) -> dict:
+def run_on_cluster(*args: str, timeout: float = 480) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "multinode_run.py"), *args],

@@ -35,8 +35,8 @@ def test_gauges_appear_at_the_prometheus_endpoint():
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "RAY_metrics_report_interval_ms": "1000"}  # default 10 s: the gauges would take ~10 s to appear
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "metrics_run.py"), "--port", str(free_port()), "--wait", "30"],
-                          capture_output=True, text=True, timeout=90, cwd=ROOT, env=env)
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "metrics_run.py"), "--port", str(free_port()), "--wait", "60"],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"metrics_run.py failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     out = json.loads(lines[-1][len("RESULT "):])
