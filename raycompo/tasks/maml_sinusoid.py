@@ -121,19 +121,22 @@ class SinusoidClient:
         and K query points x ~ U[-5, 5]."""
         n = len(self.task_ids)
         picks = torch.randperm(n, generator=gen)[: n if size is None else min(size, n)].tolist()
-        out = []
-        for i in picks:
-            a, b = self.params[i].tolist()
-            x = _uniform((self.k_shot + self.k_query, 1), gen).to(self.params.device)
-            y = sinusoid(x, a, b)
-            out.append(
-                TaskSample(
-                    self.task_ids[i],
-                    (x[: self.k_shot], y[: self.k_shot]),
-                    (x[self.k_shot :], y[self.k_shot :]),
-                )
-            )
-        return out
+        ab = self._params_on_cpu()
+        xs = [_uniform((self.k_shot + self.k_query, 1), gen) for _ in picks]  # drawn on the CPU
+        ys = [sinusoid(x, *ab[i]) for x, i in zip(xs, picks)]
+        if self.params.device.type != "cpu" and picks:  # one copy to the device, not 2 per task
+            moved = torch.stack(xs + ys).to(self.params.device).unbind(0)
+            xs, ys = list(moved[: len(picks)]), list(moved[len(picks):])
+        return [
+            TaskSample(self.task_ids[i], (x[: self.k_shot], y[: self.k_shot]), (x[self.k_shot :], y[self.k_shot :]))
+            for i, x, y in zip(picks, xs, ys)
+        ]
+
+    def _params_on_cpu(self) -> list[list[float]]:
+        """(A, b) of each task as numbers, read once (from a GPU: one sync, not one per task)."""
+        if "_ab" not in self.__dict__:
+            self.__dict__["_ab"] = self.params.tolist()
+        return self.__dict__["_ab"]
 
     def to(self, device) -> SinusoidClient:
         return SinusoidClient(
