@@ -73,7 +73,10 @@ def main() -> None:
         final = [("ray_raycompo_rows_total{", "", 3.0), ("ray_raycompo_bytes_sent{", "", 62800.0),
                  ("ray_raycompo_val_acc_worst{", "", 0.4), ("ray_raycompo_round{", "", 2.0),
                  ("ray_raycompo_host_busy_s{", 'host="clients-0"', 0.25),
-                 ("ray_raycompo_host_busy_mean_s{", "", 0.125), ("ray_raycompo_host_busy_max_s{", "", 0.25)]
+                 ("ray_raycompo_host_busy_s{", 'host="clients-1"', 0.0),
+                 ("ray_raycompo_host_busy_mean_s{", "", 0.125), ("ray_raycompo_host_busy_max_s{", "", 0.25),
+                 ("ray_raycompo_val_acc{", "", 0.49), ("ray_raycompo_train_loss{", "", 2.21),
+                 ("ray_raycompo_round_time{", "", 0.5)]
         text, found = "", []
         while time.perf_counter() - t0 < args.wait:
             try:

@@ -37,8 +37,8 @@ def test_draws_above_the_threshold_are_distinct_in_range_seeded_and_fast(monkeyp
     assert draw_cohort(n, m, gen(0)) == a  # seeded
     assert draw_cohort(n, m, gen(1)) != a
     assert draw_cohort(n, m, gen(0)) != sorted(torch.randperm(n, generator=gen(0))[:m].tolist())
-    # O(m): nothing of size n is made (no randperm(10^7), ~0.3 s a draw); random integers
-    # for the m ids and the repeats only, never more than m at once
+    # O(m): no randperm(10^7) (~0.3 s a draw); random integers for the m ids and the
+    # repeats only, never more than m at once
     sizes: list[int] = []
     randint = torch.randint
     monkeypatch.setattr(torch, "randperm", lambda *a, **k: pytest.fail("randperm above the threshold"))

@@ -19,16 +19,7 @@ def ray_config(algo: str, per_actor: int = 2, seed: int = 0, **settings):
     return dataclasses.replace(cfg, backend="ray", clients_per_actor=per_actor, cpus_per_actor=0.25, seed=seed)
 
 
-@pytest.fixture
-def patient_close(monkeypatch):
-    """Hosts are kept only if they drop their run's state within CLOSE_WAIT_S (5 s): on a
-    loaded test machine a late answer would start new hosts and change the counts checked."""
-    from raycompo.engine import host_actors
-
-    monkeypatch.setattr(host_actors, "CLOSE_WAIT_S", 60.0)
-
-
-def test_reused_hosts_give_the_numbers_of_fresh_hosts(ray_session, patient_close):
+def test_reused_hosts_give_the_numbers_of_fresh_hosts(ray_session):
     """Three runs on one cached set of hosts: a stateful algorithm (ditto keeps a personal
     model per client) on fresh hosts; another algorithm, seed and settings that diverges
     (NaN client states must not leak); then the first config again on the reset hosts."""
@@ -53,7 +44,7 @@ def test_reused_hosts_give_the_numbers_of_fresh_hosts(ray_session, patient_close
     assert_dead(kept[0])  # closing the cache killed its hosts
 
 
-def test_other_shape_replaces_the_hosts_and_failed_runs_do_not_keep_them(ray_session, patient_close):
+def test_other_shape_replaces_the_hosts_and_failed_runs_do_not_keep_them(ray_session):
     cache = ReusedHosts()
     try:
         run(ray_config("fedavg", per_actor=2), driver="local", hosts=cache)

@@ -148,9 +148,10 @@ def test_draws_are_the_per_client_draws():
 
 
 def test_drawn_indices_reach_the_data_device_in_one_copy_in_client_order():
-    """`picks_to` (the GPU path of `CohortBatch.batch`): every client keeps its own indices,
-    in order, and the whole-data clients (None) stay None; on the data's device nothing moves.
-    The "meta" device stands in for a GPU here (it keeps devices and shapes, no values)."""
+    """`picks_to` (the GPU path of `CohortBatch.batch`): on the data's device nothing moves;
+    elsewhere every drawn client gets a tensor on that device and the whole-data clients
+    (None) stay None, in their places. The "meta" device stands in for a GPU here: it keeps
+    devices and shapes but no values, so the values' order is not checked (no GPU here)."""
     picks = [torch.tensor([3, 1]), None, torch.tensor([0, 2]), None, torch.tensor([4, 5])]
     assert picks_to(picks, torch.device("cpu")) is picks
     moved = picks_to(picks, torch.device("meta"))

@@ -15,7 +15,8 @@ from raycompo.engine import dashboard_start
 from raycompo.engine.federation import Federation
 
 CLOSE_TIMEOUT_S = 10.0
-"""How long closing waits for the driver actor to end its hosts before killing it."""
+"""How long closing waits for the driver actor to end its hosts before killing it, and then
+again at most for the killed actors' names to be released (a warning if they are not)."""
 
 
 class RemoteDriver:

@@ -14,10 +14,10 @@ from raycompo.engine.observers import Observer, Row, RunInfo
 class KillActor(Observer):
     """Kills the run's actor `name` ('clients-<j>' or 'driver') right after round `after`
     is written, at most `times` times (replays reach that round again), as a dead process
-    would: `ray.kill(..., no_restart=True)`, and returns once Ray has it dead (`kill`), so
-    that what follows the row (e.g. the checkpoint of the next round, when it came in the
-    same driver call) never reads the actor it killed. `killed_at`: time.perf_counter()
-    of each kill."""
+    would: `ray.kill(..., no_restart=True)`, and returns once its process has ended
+    (`kill`), so that what follows the row (e.g. the checkpoint of the next round, when it
+    came in the same driver call) cannot read the actor it killed. `killed_at`:
+    time.perf_counter() of each kill."""
 
     def __init__(self, name: str, after: int, times: int = 1, namespace: str | None = None):
         self.name, self.after, self.times, self.namespace = name, after, times, namespace
@@ -33,17 +33,38 @@ class KillActor(Observer):
 
 def kill(name: str, namespace: str | None, timeout: float = 30.0) -> float:
     """Kill the run's actor `name` as a dead process would, and wait (at most `timeout`
-    seconds; then a RuntimeError) until Ray has it dead: its name is free again. Returns
-    time.perf_counter() of the kill."""
+    seconds; then a RuntimeError) until Ray has released its name and, when the actor runs
+    on this machine, its process has ended: Ray frees the name before the process exits,
+    and a process that still runs may still answer a call. Returns time.perf_counter() of
+    the kill."""
     import ray
 
     from raycompo.engine.host_actors import names_still_taken
 
-    ray.kill(ray.get_actor(name, namespace=namespace), no_restart=True)
+    actor = ray.get_actor(name, namespace=namespace)
+    pid = ray.get(actor.__ray_call__.remote(lambda _self: os.getpid()), timeout=timeout)
+    ray.kill(actor, no_restart=True)
     at = time.perf_counter()
-    if names_still_taken([name], namespace, timeout):
+    deadline = time.monotonic() + timeout
+    if names_still_taken([name], namespace, timeout) or not _ended(pid, deadline):
         raise RuntimeError(f"actor {name!r} of namespace {namespace!r} still alive {timeout:g} s after it was killed")
     return at
+
+
+def _ended(pid: int, deadline: float) -> bool:
+    """Whether process `pid` ended (or is not on this machine: nothing to wait for) by
+    `deadline` (time.monotonic()); an exited process its parent has not reaped counts."""
+    import psutil
+
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 class KillOnRestore:
@@ -87,8 +108,7 @@ class KillOnRestore:
         def restore(fed, ckpt):
             # only here: a driver actor started while this is active may carry a copy along
             if os.getpid() == pid and len(self.killed_at) < self.times:
-                kill(self.name, self.namespace)
-                self.killed_at.append(time.perf_counter())
+                self.killed_at.append(kill(self.name, self.namespace))
             if original is not None:
                 return original(fed, ckpt)
             return fed.__getattr__("restore")(ckpt)  # RemoteDriver: forwarded to the driver actor

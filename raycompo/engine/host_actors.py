@@ -32,7 +32,7 @@ from raycompo.engine.placement import Placement
 Wait = Callable[[list, str, list], list]
 """(futures, what, host indices) -> answers; raises HostTimeoutError naming the late hosts."""
 
-CLOSE_WAIT_S = 5.0
+CLOSE_WAIT_S = 30.0
 """How long a release waits for hosts to drop their run's state before killing them."""
 
 
