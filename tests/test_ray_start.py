@@ -350,6 +350,44 @@ def test_a_keyboard_interrupt_made_by_ray_from_sigterm_becomes_interrupted():
     assert signals.exit_code(KeyboardInterrupt()) == 143  # the last signal received
 
 
+def test_a_signal_while_the_run_folder_is_made_marks_it_interrupted(tmp_path, monkeypatch):
+    """SIGTERM just after config.json says 'running' (the CI flake of
+    test_sigterm_during_actor_start_up_exits_143, made certain here): `signals.deferred`
+    holds it until the observers that mark the folder exist, so it says 'interrupted'."""
+    from raycompo import results
+    from raycompo.engine import run
+    from tests.helpers import small_config
+
+    made = results.RunWriter.__init__
+
+    def made_then_signalled(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # delivered here: held, not raised
+
+    monkeypatch.setattr(results.RunWriter, "__init__", made_then_signalled)
+    old = signal.signal(signal.SIGTERM, signals.raise_interrupted)  # as after Ray's start
+    try:
+        with pytest.raises(signals.Interrupted) as info:
+            run(small_config("fedavg", rounds=2), out=tmp_path / "run")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        signals.forget()
+    assert info.value.exit_code == 143
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["status"] == "interrupted"
+
+
+def test_deferred_holds_a_signal_until_the_block_ends():
+    reached = []
+    with pytest.raises(signals.Interrupted):
+        with signals.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            reached.append("end of the block")
+    assert reached == ["end of the block"]
+    signals.forget()
+
+
 def test_sigterm_as_sigint_calls_the_sigint_handler_of_the_moment():
     got, calls = [], []
     old = signal.signal(signal.SIGINT, lambda s, f: calls.append(s))  # as Tune's fit installs

@@ -142,16 +142,12 @@ def run(
         # Before the run folder exists: a cluster that never answers (or SIGTERM while
         # waiting for it) leaves nothing that blocks the same `out` next time.
         ensure_ray(address, include_dashboard)
-    writer = None
-    if out:
-        writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
     ckpt = None
     if out or backend.uses_ray:
         ckpt = checkpoint.Checkpointer(checkpoint_every or checkpoint.DEFAULT_EVERY, out, fingerprint)
         if start_ckpt is not None:
             ckpt.resumed_from(start_ckpt)
     live = RayMetrics() if backend.uses_ray else None  # the dashboard's metrics
-    watch = Observers([writer, ckpt, live, Callback(progress) if progress else None, *observers])
     label = None
     if backend.uses_ray:
         # A namespace per run: the actor names driver, clients-0, ... stay unique when
@@ -160,7 +156,13 @@ def run(
         label = f"{out} ({namespace})" if out else namespace  # in the actors' repr (the dashboard)
     fed = None
     failures = 0
+    writer = None
+    marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
     try:
+        with signals.deferred():  # a signal while the folder is made is raised once it can be marked
+            if out:
+                writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
+            watch = marks = Observers([writer, ckpt, live, Callback(progress) if progress else None, *observers])
         if backend.uses_ray:
             # Checked against the cluster before any actor starts (a ConfigError, not a wait).
             plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
@@ -207,10 +209,12 @@ def run(
                 writer.write_frames(fed.artifacts())
             watch.on_end(status, rows[-1] if rows else {})
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (signals.Interrupted)
-        watch.on_end("interrupted", rows[-1] if rows else {})
+        if marks is not None:
+            marks.on_end("interrupted", rows[-1] if rows else {})
         raise
     except BaseException as exc:
-        watch.on_failure(exc, rows[-1] if rows else {})
+        if marks is not None:  # (no folder yet: e.g. --out holds another run; nothing to mark)
+            marks.on_failure(exc, rows[-1] if rows else {})
         raise
     finally:
         _close(fed)

@@ -75,6 +75,25 @@ def interruptible() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM are held and raised as Interrupted when it ends
+    (main thread only): a step that must not be cut in half (the run folder made and the
+    observers that will mark it 'interrupted' set up) completes first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if held:
+        raise_interrupted(held[0], None)
+
+
+@contextlib.contextmanager
 def sigterm_as_sigint(received: list[int]) -> Iterator[None]:
     """Within the block, SIGTERM does what SIGINT's handler of the moment does (Ray Tune's
     `fit` stops the experiment gracefully on the first SIGINT), and is appended to
