@@ -6,6 +6,7 @@ Figures are printed, never asserted.
         [--kill-after 25] [--checkpoint-every 10] [--clients-per-actor 5] [--cpus-per-actor 0.5]
         [--set gamma=1 tau=5]
 
+Rounds are timed one driver call each (runs otherwise take several rounds per call).
 Printed: seconds per normal round (median gap between two rows of the unfaulted run);
 each run's start-up (actors started, data partitioned, round 0 evaluated); recovery, from the kill to the next new round written, split into detection (the kill to
 the failure seen by the run), restart + restore (the failure to the first replayed row:
@@ -25,7 +26,7 @@ import time
 import torch
 
 from raycompo.config import RunConfig
-from raycompo.engine import run
+from raycompo.engine import run, runner
 from raycompo.engine.faults import KillActor
 from raycompo.engine.observers import Observer, Row
 from raycompo.engine.ray_start import ensure_ray
@@ -80,16 +81,22 @@ def main(argv: list[str] | None = None) -> int:
                     clients_per_actor=args.clients_per_actor, cpus_per_actor=args.cpus_per_actor)
     tmp = tempfile.mkdtemp(prefix="raycompo-recovery-")
     results = {}
-    for name in ("unfaulted", "faulted"):
-        line, kill, seen = Timeline(), KillActor("clients-1", after=args.kill_after), []
-        observers = [line, kill] if name == "faulted" else [line]
-        t0 = time.perf_counter()
-        res = run(cfg, out=f"{tmp}/{name}", checkpoint_every=args.checkpoint_every, observers=observers,
-                  log=lambda msg, seen=seen: seen.append((time.perf_counter(), msg)))
-        results[name] = (res, line, kill, seen, time.perf_counter() - t0, line.rows[0][1] - t0)
-        if res.status != "completed":
-            print(f"the {name} run ended {res.status} at round {res.final.get('round')}; choose other --set values")
-            return 1
+    # One round per driver call: a run's loop otherwise takes a call's rounds at once
+    # (engine/loop.py), so rows would reach the timeline in bursts and a round's gap be 0.
+    call_seconds, runner.ROUNDS_CALL_SECONDS = runner.ROUNDS_CALL_SECONDS, 0.0
+    try:
+        for name in ("unfaulted", "faulted"):
+            line, kill, seen = Timeline(), KillActor("clients-1", after=args.kill_after), []
+            observers = [line, kill] if name == "faulted" else [line]
+            t0 = time.perf_counter()
+            res = run(cfg, out=f"{tmp}/{name}", checkpoint_every=args.checkpoint_every, observers=observers,
+                      log=lambda msg, seen=seen: seen.append((time.perf_counter(), msg)))
+            results[name] = (res, line, kill, seen, time.perf_counter() - t0, line.rows[0][1] - t0)
+            if res.status != "completed":
+                print(f"the {name} run ended {res.status} at round {res.final.get('round')}; choose other --set values")
+                return 1
+    finally:
+        runner.ROUNDS_CALL_SECONDS = call_seconds
 
     base, base_line, _, _, base_wall, base_start = results["unfaulted"]
     res, line, kill, seen, wall, start = results["faulted"]
