@@ -21,6 +21,7 @@ Concatenating the files of several runs (column `algo`) gives the figure.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -121,7 +122,7 @@ class SinusoidClient:
         and K query points x ~ U[-5, 5]."""
         n = len(self.task_ids)
         picks = torch.randperm(n, generator=gen)[: n if size is None else min(size, n)].tolist()
-        ab = self._params_on_cpu()
+        ab = self._params_on_cpu
         xs = [_uniform((self.k_shot + self.k_query, 1), gen) for _ in picks]  # drawn on the CPU
         ys = [sinusoid(x, *ab[i]) for x, i in zip(xs, picks)]
         if self.params.device.type != "cpu" and picks:  # one copy to the device, not 2 per task
@@ -132,11 +133,10 @@ class SinusoidClient:
             for i, x, y in zip(picks, xs, ys)
         ]
 
+    @functools.cached_property
     def _params_on_cpu(self) -> list[list[float]]:
         """(A, b) of each task as numbers, read once (from a GPU: one sync, not one per task)."""
-        if "_ab" not in self.__dict__:
-            self.__dict__["_ab"] = self.params.tolist()
-        return self.__dict__["_ab"]
+        return self.params.tolist()
 
     def to(self, device) -> SinusoidClient:
         return SinusoidClient(
