@@ -1,0 +1,53 @@
+"""What one exchange between the server and its clients cost, client by client.
+
+An exchange is one `ctx.map` (or `ctx.map_each`) of a server round: the server sends a
+payload to every member of a cohort, each member runs a client phase and returns its
+contribution. The engine's ledger (`raycompo.engine.ledger`) records one `ExchangeCost`
+per exchange, counted as the protocol would send it (every member receives the whole
+payload and returns its whole contribution; not as hosts pre-reduce them), and the
+simulated system's clock (`raycompo.system`) turns each record into simulated seconds.
+
+This module sits at the bottom of the package (it imports nothing of raycompo) so that
+both the engine, which produces the records, and the system model below it, which reads
+them, can name the type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ExchangeCost:
+    """One exchange (one `ctx.map`): per member of the cohort, what it received, returned
+    and read. All per-member lists are aligned with `clients`."""
+
+    round: int
+    """The round being run, 1-based: the `round` of the metrics.csv row it is counted in."""
+    phase: str
+    """The client phase the exchange ran (e.g. 'local', 'inner')."""
+    index: int
+    """0-based position of this exchange within its round (FedDRO: 0 .. I)."""
+    clients: list[int]
+    """The members, each once, sorted by client id."""
+    multiplicity: list[int]
+    """How many times each member was drawn (a client drawn twice works twice)."""
+    samples: list[int]
+    """Training samples each member read in this exchange (stochastic gradient and
+    function evaluations: the papers' sample complexity), multiplicity included."""
+    values_down: list[int]
+    """Real values each member received (the payload's tensor elements and numbers)."""
+    values_up: list[int]
+    """Real values each member returned (its contribution), multiplicity included."""
+    bytes_down: list[int]
+    """`values_down` in bytes, each value at its dtype's size."""
+    bytes_up: list[int]
+    """`values_up` in bytes."""
+    by_key: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Totals over the members by payload / contribution key:
+    {'down:<key>' | 'up:<key>': {'values': ..., 'bytes': ...}}."""
+
+    @property
+    def size(self) -> int:
+        """Number of distinct members."""
+        return len(self.clients)
