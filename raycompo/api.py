@@ -22,6 +22,8 @@ spellings work whatever was imported first.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -177,21 +179,45 @@ def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, m
 
 
 class CallableModule(types.ModuleType):
-    """A module that can also be called: `raycompo.run` is both the module behind
-    ``python -m raycompo.run`` and the function `api.run` (the import system sets a
-    submodule as an attribute of its package, so a function of the same name would be
-    replaced by the module as soon as anything imports it)."""
+    # A module that can also be called: `raycompo.run` is both the module behind
+    # ``python -m raycompo.run`` and the function `api.run` (the import system sets a
+    # submodule as an attribute of its package, so a function of the same name would be
+    # replaced by the module as soon as anything imports it). Seen from outside, the module
+    # carries the function's signature and docstring (`inspect.signature`, `help()`, IDEs,
+    # notebooks); the code inside it still reads its own docstring (`--help`).
 
-    __raycompo_call__: Callable[..., Any]
+    __raycompo_call__: str
+    """'module:function', imported on first use (importing the command line stays light)."""
+
+    def _function(self) -> Callable[..., Any]:
+        module, _, name = self.__raycompo_call__.partition(":")
+        return getattr(importlib.import_module(module), name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.__raycompo_call__(*args, **kwargs)
+        return self._function()(*args, **kwargs)
+
+    @property
+    def __wrapped__(self) -> Callable[..., Any]:  # type: ignore[override]
+        return self._function()
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self._function())
+
+    @property  # type: ignore[misc]
+    def __doc__(self) -> str:  # type: ignore[override]
+        fn = self._function()
+        module_doc = self.__dict__.get("__doc__") or ""
+        return (f"{self.__name__}{inspect.signature(fn)}\n\n{inspect.getdoc(fn) or ''}\n\n"
+                f"The module {self.__name__} (python -m {self.__name__} --help):\n\n{inspect.cleandoc(module_doc)}")
 
 
-def callable_module(name: str, fn: Callable[..., Any]) -> None:
-    """Make the module `name` callable as `fn` (its docstring stays the module's)."""
+def callable_module(name: str, function: str) -> None:
+    """Make the module `name` callable as `function` ('module:function', imported on first
+    call), with that function's signature and docstring as seen by `inspect.signature`,
+    `help()` and `pydoc`, followed by the module's own docstring."""
     module = sys.modules[name]
     if name == "__main__":
         return  # run as a script: nothing calls it
     module.__class__ = CallableModule
-    module.__raycompo_call__ = fn  # type: ignore[attr-defined]
+    module.__raycompo_call__ = function  # type: ignore[attr-defined]

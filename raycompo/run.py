@@ -259,16 +259,9 @@ def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig,
     return cfg, args.resume
 
 
-def _call(*args: Any, **kwargs: Any) -> Any:
-    from raycompo.api import run
-
-    return run(*args, **kwargs)
-
-
-_call.__doc__ = "raycompo.run(task, algo, *, rounds, ...): see raycompo.api.run."
 if __name__ == "__main__":
     sys.exit(main())
 else:
     from raycompo.api import callable_module
 
-    callable_module(__name__, _call)
+    callable_module(__name__, "raycompo.api:run")
