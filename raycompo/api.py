@@ -22,7 +22,6 @@ spellings work whatever was imported first.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import sys
 import types
@@ -186,36 +185,31 @@ class CallableModule(types.ModuleType):
     # carries the function's signature and docstring (`inspect.signature`, `help()`, IDEs,
     # notebooks); the code inside it still reads its own docstring (`--help`).
 
-    __raycompo_call__: str
-    """'module:function', imported on first use (importing the command line stays light)."""
-
-    def _function(self) -> Callable[..., Any]:
-        module, _, name = self.__raycompo_call__.partition(":")
-        return getattr(importlib.import_module(module), name)
+    __raycompo_call__: Callable[..., Any]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._function()(*args, **kwargs)
+        return self.__raycompo_call__(*args, **kwargs)
 
     @property
     def __wrapped__(self) -> Callable[..., Any]:  # type: ignore[override]
-        return self._function()
+        return self.__raycompo_call__
 
     @property
     def __signature__(self) -> inspect.Signature:
-        return inspect.signature(self._function())
+        return inspect.signature(self.__raycompo_call__)
 
     @property  # type: ignore[misc]
     def __doc__(self) -> str:  # type: ignore[override]
-        fn = self._function()
+        fn = self.__raycompo_call__
         module_doc = self.__dict__.get("__doc__") or ""
         return (f"{self.__name__}{inspect.signature(fn)}\n\n{inspect.getdoc(fn) or ''}\n\n"
                 f"The module {self.__name__} (python -m {self.__name__} --help):\n\n{inspect.cleandoc(module_doc)}")
 
 
-def callable_module(name: str, function: str) -> None:
-    """Make the module `name` callable as `function` ('module:function', imported on first
-    call), with that function's signature and docstring as seen by `inspect.signature`,
-    `help()` and `pydoc`, followed by the module's own docstring."""
+def callable_module(name: str, function: Callable[..., Any]) -> None:
+    """Make the module `name` callable as `function`, with that function's signature and
+    docstring as seen by `inspect.signature`, `help()` and `pydoc`, followed by the module's
+    own docstring."""
     module = sys.modules[name]
     if name == "__main__":
         return  # run as a script: nothing calls it

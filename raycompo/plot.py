@@ -341,4 +341,4 @@ if __name__ == "__main__":
 else:
     from raycompo.api import callable_module
 
-    callable_module(__name__, "raycompo.plot:plot")
+    callable_module(__name__, plot)

@@ -262,6 +262,6 @@ def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig,
 if __name__ == "__main__":
     sys.exit(main())
 else:
-    from raycompo.api import callable_module
+    from raycompo import api
 
-    callable_module(__name__, "raycompo.api:run")
+    api.callable_module(__name__, api.run)

@@ -23,7 +23,7 @@ __all__ = ["Space", "SweepOptions", "SweepResult", "available_spaces", "load_spa
 def _callable() -> None:
     from raycompo.api import callable_module
 
-    callable_module(__name__, "raycompo.tune.api:tune")
+    callable_module(__name__, tune)
 
 
 _callable()
