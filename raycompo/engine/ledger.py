@@ -38,9 +38,6 @@ COLUMNS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exc
 BREAKDOWN_COLUMNS = ("round", "direction", "key", "values", "bytes")
 """The columns of the per-key breakdown (the run folder's costs.csv)."""
 
-BREAKDOWN_FILE = "costs.csv"
-"""The per-key breakdown's file in a run folder."""
-
 
 def count_values(obj: Any) -> tuple[int, int]:
     """(values, bytes) of a payload or contribution: tensor elements at their dtype's size,

@@ -18,7 +18,7 @@ from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
-from raycompo.engine.ledger import BREAKDOWN_COLUMNS, BREAKDOWN_FILE
+from raycompo.engine.ledger import BREAKDOWN_COLUMNS
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
@@ -26,7 +26,7 @@ from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
 from raycompo.observers import Callback, Observer, Observers, Row, RunInfo
-from raycompo.results import RunWriter, read_config
+from raycompo.results import COSTS_FILE, RunWriter, read_config
 from raycompo.tasks.base import Task
 from raycompo.vectorize import resolved_plan
 
@@ -217,7 +217,7 @@ def run(
                     restore_from = ckpt.latest()
             cost_rows = fed.cost_breakdown()
             if writer is not None:
-                writer.write_frames({BREAKDOWN_FILE: pd.DataFrame(cost_rows, columns=list(BREAKDOWN_COLUMNS))})
+                writer.write_frames({COSTS_FILE: pd.DataFrame(cost_rows, columns=list(BREAKDOWN_COLUMNS))})
             if writer is not None and status == "completed":
                 writer.write_frames(fed.artifacts())
             watch.on_end(status, rows[-1] if rows else {})
