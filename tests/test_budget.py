@@ -84,3 +84,12 @@ def test_costs_file_and_result_hold_the_per_key_breakdown(tmp_path):
     assert frame[frame.direction == "down"]["bytes"].sum() == final["bytes_down"]
     # without a folder the result still has it
     assert small_run(rounds=2).costs.equals(result.costs)
+
+
+def test_a_ray_driver_stops_at_the_same_round(ray_session):
+    # the driver actor runs several rounds per call (engine/loop.py): the budget is checked
+    # there, so the run ends at the round the inline run ends at
+    kw = {"rounds": 20, "budget": {"exchanges": 3}}
+    inline, on_ray = small_run(**kw), small_run(backend="ray", clients_per_actor=2, cpus_per_actor=0.5, **kw)
+    assert inline.final["round"] == on_ray.final["round"] == 3 and on_ray.status == "completed"
+    assert [r["samples"] for r in on_ray.rows] == [r["samples"] for r in inline.rows]
