@@ -99,7 +99,7 @@ class RoundCtx:
         pool = self._pool(phase)
         if not self.counted:
             return pool.map(phase, self.round, counts, payload, reduce)
-        result, members = pool.map(phase, self.round, counts, payload, reduce, True)
+        result, members = pool.map(phase, self.round, counts, payload, reduce, count=True)
         ledger = self.fed.ledger
         cost = exchange_cost(self.round + 1, phase, ledger.next_index(self.round + 1), counts, payload, members)
         ledger.record(cost)
