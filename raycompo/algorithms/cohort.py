@@ -92,11 +92,12 @@ class CohortBatch:
         """(k,) float64: each client's number of training samples n_i."""
         return torch.tensor([float(c.data.num_samples) for c in self.clients], dtype=torch.float64, device=self.device)
 
-    def batch(self, step: int, size: int | None, stream: int = 0) -> Batch:
+    def batch(self, step: int, size: int | None, stream: int = 0, count: bool = True) -> Batch:
         """Each client's mini-batch of local step `step`: the samples
         `ClientData.batch(c.rng(step, stream), size)` draws (all of them, in order, when
         size is None or >= n_i), padded. The returned tensors are this stream's buffers:
-        valid until the next draw on the same stream."""
+        valid until the next draw on the same stream. `count=False`: rows an earlier phase
+        of the round drew and counted (the per-client path keeps them), not read again."""
         picks: list[torch.Tensor | None] = []
         rows = []
         for c in self.clients:
@@ -121,7 +122,7 @@ class CohortBatch:
                 torch.index_select(x, 0, p, out=bx)
                 torch.index_select(y, 0, p, out=by)
         buf.picks = picks
-        for c, n in zip(self.clients, rows):  # samples read, for the engine's ledger
+        for c, n in zip(self.clients, rows if count else ()):  # samples read, for the engine's ledger
             c.data.samples_read += n
         if self._rows.get((stream, width)) != rows:  # mark each client's real rows
             self._rows[(stream, width)] = rows
