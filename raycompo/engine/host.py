@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from raycompo.algorithms.base import State
+from raycompo.algorithms.base import Algorithm, State
 from raycompo.config import Resolved
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.batched import run_batched
@@ -43,13 +43,20 @@ class ClientCtx:
     seed: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
-    def rng(self, step: int, stream: int = 0) -> torch.Generator:
-        """The stream seeded by (seed, client, round, step, stream) (the key's first four
-        parts folded once per context: the same seed as `generator(...)` of all five)."""
+    @property
+    def key_prefix(self) -> int:
+        """The 64-bit state of (seed, CLIENT, client, round), folded once per context: every
+        stream of this client and round continues it with (step, stream) (`rng`; a batched
+        phase folds a whole chunk's at once, algorithms/cohort.py)."""
         prefix = self.__dict__.get("_prefix")
         if prefix is None:
             prefix = self._prefix = fold(0, self.seed, CLIENT, self.client_id, self.round)
-        return generator_from(prefix, step, stream)
+        return prefix
+
+    def rng(self, step: int, stream: int = 0) -> torch.Generator:
+        """The stream seeded by (seed, client, round, step, stream) (the same seed as
+        `generator(...)` of all five)."""
+        return generator_from(self.key_prefix, step, stream)
 
 
 def to_device(obj: Any, device: torch.device) -> Any:
@@ -107,6 +114,8 @@ class Host:
         self.seed = r.config.seed
         self.task = r.make_task().to(self.device)
         self.algorithm = r.algo_cls(r.algo_settings, self.task)
+        # An empty initial state (the base's): an absent state reads as {} (`keep_state`).
+        self._stateless = type(self.algorithm).init_client_state is Algorithm.init_client_state
         # Phases whose clients run as batched chunks (raycompo/vectorize.py, engine/batched.py).
         self.batched = set(resolved_plan(r, self.task).phases)
         self.batched_budget_bytes = r.config.vectorize_memory_mb * 2**20
@@ -136,6 +145,21 @@ class Host:
         found = self.states.get(c.client_id)
         return self.algorithm.init_client_state(c) if found is None else found
 
+    def states_of(self, ctxs: list[ClientCtx]) -> list[State]:
+        """`state(c)` for each context; for an algorithm that keeps no state (an empty
+        initial state, and nothing stored yet) fresh empty dicts, without asking the store."""
+        if self._stateless and not len(self.states):
+            return [{} for _ in ctxs]
+        return [self.state(c) for c in ctxs]
+
+    def keep_state(self, cid: int, state: State) -> None:
+        """Store client cid's new state; an empty state where the algorithm's initial state
+        is empty and the client has none stored is not stored (reading it back gives the
+        same {}): an algorithm that keeps no state costs the store nothing."""
+        if self._stateless and not state and cid not in self.states:
+            return
+        self.states.put(cid, state)
+
     def map(self, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any], reduce: bool = True):
         """Run client phase `phase` for each (client, multiplicity); sum or collect."""
         t0 = time.perf_counter()
@@ -149,7 +173,7 @@ class Host:
         for cid, mult in items:
             c = self.context(cid, round_)
             out, new_state = run_phase(c, self.state(c), payload)
-            self.states.put(cid, new_state)
+            self.keep_state(cid, new_state)
             if reduce:
                 add_into(result, out, float(mult))
             else:
