@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -82,10 +83,11 @@ class Host:
     (missing data, bad settings) reaches the caller as its own exception: Ray passes a
     method's error through, but only the message of an actor constructor's."""
 
-    def __init__(self, resolved: Resolved, client_ids: list[int], device: str | None = None, num_threads: int | None = None,
-                 state_budget_bytes: int | None = None, run: str | None = None):
+    def __init__(self, resolved: Resolved, client_ids: range | list[int], device: str | None = None,
+                 num_threads: int | None = None, state_budget_bytes: int | None = None, run: str | None = None):
         self._args: tuple | None = (resolved, device, num_threads, state_budget_bytes)
-        self.client_ids = range(client_ids[0], client_ids[-1] + 1) if _contiguous(client_ids) else sorted(client_ids)
+        # A block of consecutive ids is kept as a range: O(1), whatever the population.
+        self.client_ids = as_range(client_ids)
         self.busy_seconds = 0.0
         self._repr = host_repr(self.client_ids, resolved.n_clients, resolved.config.task, run)
 
@@ -209,7 +211,7 @@ class Host:
         if hasattr(self, "states"):  # a host whose `ready` failed has none
             self.states.close()
 
-    def reset(self, resolved: Resolved, client_ids: list[int], device: str | None = None, num_threads: int | None = None,
+    def reset(self, resolved: Resolved, client_ids: range | list[int], device: str | None = None, num_threads: int | None = None,
               state_budget_bytes: int | None = None) -> int:
         """Become, in this process, what `Host(resolved, client_ids, ...)` then `ready()`
         would be: a sweep's next trial reuses the host actor (engine/host_actors.py). New
@@ -259,5 +261,12 @@ def host_repr(ids: range | list[int], n_clients: int, task: str, run: str | None
     return f"Host({which} of {n_clients}, task {task}" + (f", run {run})" if run else ")")
 
 
-def _contiguous(ids: list[int]) -> bool:
-    return len(ids) > 0 and ids == list(range(ids[0], ids[0] + len(ids)))
+def as_range(ids: range | list[int]) -> range | list[int]:
+    """Client ids as a step-1 range where they are consecutive (a range is kept as it is,
+    never expanded), else sorted: the check allocates nothing of their length."""
+    if isinstance(ids, range) and ids.step == 1:
+        return ids
+    ids = sorted(ids)
+    if ids and all(b - a == 1 for a, b in pairwise(ids)):
+        return range(ids[0], ids[-1] + 1)
+    return ids
