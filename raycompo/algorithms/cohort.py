@@ -166,7 +166,9 @@ class CohortBatch:
         valid until the next draw on the same stream."""
         size_key, gathered = self._gathered.get(stream, (None, {}))
         if step in gathered and size_key == size:  # drawn and gathered ahead (`gather`)
-            return gathered[step]
+            view = gathered[step]
+            self._count(view.rows or [])
+            return view
         picks = self.draw(step, size, stream)
         rows = self._real_rows(size)
         width = max(rows)
@@ -183,8 +185,15 @@ class CohortBatch:
                 torch.index_select(y, 0, p, out=by)
         self._gathered.pop(stream, None)
         buf.picks, buf.rows = picks, rows
+        self._count(rows)
         self._mark(buf, (stream, width, 1), rows)
         return buf
+
+    def _count(self, rows: list[int]) -> None:
+        """Each client's samples read in a batch handed out (`ClientData.samples_read`, for
+        the engine's ledger): once per `batch` call, gathered ahead or not."""
+        for c, n in zip(self.clients, rows):
+            c.data.samples_read += n
 
     def gather(self, steps: range, size: int | None, stream: int = 0) -> None:
         """Draw the batches of `steps` ahead and gather each client's rows of all of them
