@@ -20,7 +20,11 @@ whole population of m clients. Evaluation is excluded (rounds only). ComFedL run
 gamma = 10: at gamma = 1 exp(f / gamma) overflows in round 1 on these clients' features and
 every later round would time arithmetic on NaNs.
 
-    python -m raycompo.bench cohort --threads 1 [--m 10 100 1000] [--rounds 5] [--no-ray]
+    python -m raycompo.bench cohort --threads 1 [--m 10 100 1000] [--rounds 5] [--no-ray] [--cpu-time]
+
+`--cpu-time` measures the floor, the hand loop and the inline columns in this process's CPU
+seconds instead of wall-clock ones: with one torch thread, the work itself, far less
+sensitive to other processes on a shared machine (the Ray columns stay wall clock).
 
 Figures are printed, never asserted; compare the ratios of one run. The targets (issue 28):
 inline vec >= 5x faster than inline at m = 100 on logistic-784, and within 3x of the floor.
@@ -33,6 +37,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -90,26 +95,31 @@ def round_shapes(cfg: RunConfig) -> tuple[int, int, int, int, int]:
     return s.tau, len(sizes), t.n_classes, t.n_features, width
 
 
-def products_seconds(tau: int, m: int, classes: int, d: int, b: int, repeats: int = 5) -> float:
+def products_seconds(tau: int, m: int, classes: int, d: int, b: int, repeats: int = 5,
+                     clock: Callable[[], float] = time.perf_counter) -> float:
     """Seconds of a round's batched products alone (the best of `repeats`): tau times the
     forward (m, C, d) x (m, d, b) (`baddbmm` with the bias, as the model runs it) and the
-    weight gradient (m, C, b) x (m, b, d) (`bmm`), on contiguous random float32 tensors."""
+    weight gradient (m, C, b) x (m, b, d) (`bmm`), on contiguous random float32 tensors.
+    `clock`: wall (perf_counter) or this process's CPU time (process_time)."""
     w, bias = torch.randn(m, classes, d), torch.randn(m, classes, 1)
     x, g = torch.randn(m, b, d), torch.randn(m, classes, b)
     grad = torch.empty(m, classes, d)
     xt = x.transpose(1, 2)
     best = float("inf")
     for _ in range(repeats + 1):  # the first: warm-up
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(tau):
             torch.baddbmm(bias, w, xt)
             torch.bmm(g, x, out=grad)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, clock() - t0)
     return best
 
 
-def engine_seconds(fed: Any, rounds: int) -> float:
-    return engine_seconds_per_round(fed, rounds, warmup=1).wall
+def engine_seconds(fed: Any, rounds: int, cpu: bool = False) -> float:
+    """Seconds per round of `fed`: wall clock, or this process's CPU time (`cpu`: an inline
+    engine's work, with one torch thread nearly insensitive to other processes' load)."""
+    t = engine_seconds_per_round(fed, rounds, warmup=1)
+    return t.cpu if cpu else t.wall
 
 
 def ray_seconds(cfg: RunConfig, rounds: int) -> tuple[float, float]:
@@ -143,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ray", action="store_true", help="leave out the two Ray columns")
     p.add_argument("--hosts", type=int, default=2, help="Ray host actors (the cohort split evenly)")
     p.add_argument("--threads", type=int, default=None, help="torch threads in this process (default: torch's choice)")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="floor, hand loop and inline columns in this process's CPU seconds (ray columns stay wall clock)")
     p.add_argument("--floor-repeats", type=int, default=20, help="timings of the round's products; the floor is the best")
     return p
 
@@ -169,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
           f"thread(s); ray hosts: {args.hosts if use_ray else '-'}")
     header = f"{'workload':<13} {'algo':<8} {'m':>5} {'floor':>8} {'flop floor':>10} " + " ".join(f"{c:>10}" for c in COLUMNS)
     print(header + "   vec/floor  inline/vec  hand/vec" + ("   (largest host: ray / ray vec)" if use_ray else ""))
-    print(" " * 37 + "ms/round (floor: the round's batched products alone; flop floor: its FLOPs at the 1024^3 rate)")
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    unit = "CPU ms of this process" if args.cpu_time else "wall ms"
+    print(" " * 37 + f"{unit}/round (floor: the round's batched products alone; flop floor: its FLOPs at the 1024^3 rate)")
     for workload in args.workloads:
         for algo in args.algos:
             for m in args.m:
@@ -180,10 +194,12 @@ def main(argv: list[str] | None = None) -> int:
                 floors: list[float] = []
                 rss: dict[str, float] = {}
                 for _ in range(args.repeats):
-                    floors.append(products_seconds(*shapes, repeats=args.floor_repeats))
-                    times["hand loop"].append(hand_loop_seconds_per_round(cfg, args.rounds, 1).wall)
+                    floors.append(products_seconds(*shapes, repeats=args.floor_repeats, clock=clock))
+                    hand = hand_loop_seconds_per_round(cfg, args.rounds, 1)
+                    times["hand loop"].append(hand.cpu if args.cpu_time else hand.wall)
                     for col, v in (("inline", "off"), ("inline vec", "on")):
-                        times[col].append(engine_seconds(Federation(config(workload, algo, m, "inline", v)), args.rounds))
+                        fed = Federation(config(workload, algo, m, "inline", v))
+                        times[col].append(engine_seconds(fed, args.rounds, args.cpu_time))
                     if use_ray:
                         for col, v in (("ray", "off"), ("ray vec", "on")):
                             sec, rss[col] = ray_seconds(config(workload, algo, m, "ray", v, args.hosts), args.rounds)
