@@ -46,13 +46,17 @@ def fold(h: int, *key: int) -> int:
     return h
 
 
-def fold_many(prefixes: np.ndarray, *key: int) -> np.ndarray:
-    """`fold(p, *key)` for every 64-bit state p of `prefixes` (uint64) at once: numpy's
+def fold_many(prefixes: np.ndarray, *key: int | np.ndarray) -> np.ndarray:
+    """`fold(p, *key)` for every 64-bit state p of `prefixes` (uint64) at once; a part of
+    the key may be an array of one int per prefix (e.g. the chunk's client ids). numpy's
     uint64 arithmetic wraps modulo 2^64, as `_splitmix64`'s masks do, so each entry is
-    bit-identical to the pure-Python fold (tests/test_seeding.py)."""
-    h = np.asarray(prefixes, dtype=np.uint64).copy()
+    bit-identical to the pure-Python fold (tests/test_batched_step.py)."""
+    h = np.array(prefixes, dtype=np.uint64)
     for k in key:
-        h ^= np.uint64(int(k) & _M64)
+        if isinstance(k, np.ndarray):
+            h ^= k.astype(np.int64).view(np.uint64) if k.dtype != np.uint64 else k
+        else:
+            h ^= np.uint64(int(k) & _M64)
         h += np.uint64(0x9E3779B97F4A7C15)
         h ^= h >> np.uint64(30)
         h *= np.uint64(0xBF58476D1CE4E5B9)

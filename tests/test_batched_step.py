@@ -40,6 +40,9 @@ def test_fold_many_is_the_python_fold_bit_for_bit():
     for key in [(0, 0), (4, 1), (2**40, 3), (2**64 - 1,), ()]:
         got = fold_many(np.array(prefixes, dtype=np.uint64), *key).tolist()
         assert got == [fold(p, *key) for p in prefixes]
+    ids = rng.integers(0, 10**12, len(prefixes))  # a key part per prefix (the chunk's client ids)
+    got = fold_many(np.array(prefixes, dtype=np.uint64), 9, ids, 3).tolist()
+    assert got == [fold(p, 9, int(i), 3) for p, i in zip(prefixes, ids)]
 
 
 def test_chunk_seeds_and_draws_are_each_clients_own():

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from raycompo.algorithms.base import ClientContext, State
-from raycompo.seeding import fold_many
+from raycompo.seeding import CLIENT, fold, fold_many
 from raycompo.tasks.base import ClientData
 
 
@@ -129,13 +129,25 @@ class CohortBatch:
         for the whole chunk at once (`seeding.fold_many`); None when the contexts do not
         expose their key (`key_prefix`), and each client's own `rng` is used instead."""
         if self._prefixes is None:
-            try:
-                self._prefixes = np.array([c.key_prefix for c in self.clients], dtype=np.uint64)  # type: ignore[attr-defined]
-            except AttributeError:
-                self._prefixes = np.empty(0, dtype=np.uint64)
+            self._prefixes = self._key_prefixes()
         if len(self._prefixes) != self.k:
             return None
         return (fold_many(self._prefixes, step, stream) >> np.uint64(1)).tolist()
+
+    def _key_prefixes(self) -> np.ndarray:
+        """Each client's folded (seed, CLIENT, client, round) (`ClientCtx.key_prefix`): for
+        the whole chunk in one `fold_many` where the contexts share a seed and a round (a
+        host's always do); empty where the contexts have no key (then `c.rng` is used)."""
+        c0 = self.clients[0]
+        seed, round_ = getattr(c0, "seed", None), getattr(c0, "round", None)
+        if (hasattr(c0, "key_prefix") and isinstance(seed, int) and isinstance(round_, int)
+                and all(getattr(c, "seed", None) == seed and c.round == round_ for c in self.clients)):
+            base = np.full(self.k, fold(0, seed, CLIENT), dtype=np.uint64)
+            return fold_many(base, np.array(self.ids, dtype=np.int64), round_)
+        try:
+            return np.array([c.key_prefix for c in self.clients], dtype=np.uint64)  # type: ignore[attr-defined]
+        except AttributeError:
+            return np.empty(0, dtype=np.uint64)
 
     def draw(self, step: int, size: int | None, stream: int = 0) -> list[torch.Tensor | None]:
         """Each client's sample indices of step `step`: `randperm(n_i)[:size]` from its

@@ -97,19 +97,20 @@ def round_shapes(cfg: RunConfig) -> tuple[int, int, int, int, int]:
 
 def products_seconds(tau: int, m: int, classes: int, d: int, b: int, repeats: int = 5,
                      clock: Callable[[], float] = time.perf_counter) -> float:
-    """Seconds of a round's batched products alone (the best of `repeats`): tau times the
-    forward (m, C, d) x (m, d, b) (`baddbmm` with the bias, as the model runs it) and the
-    weight gradient (m, C, b) x (m, b, d) (`bmm`), on contiguous random float32 tensors.
-    `clock`: wall (perf_counter) or this process's CPU time (process_time)."""
+    """Seconds of a round's batched products alone (the best of `repeats`): for each of
+    tau steps, the forward (m, C, d) x (m, d, b) (`baddbmm` with the bias, as the model runs
+    it) and the weight gradient (m, C, b) x (m, b, d) (`bmm`), on contiguous random float32
+    tensors, each step's batch a tensor of its own (as each step's gathered rows are: read
+    from memory, not from a cache that one reused batch would stay in). `clock`: wall
+    (perf_counter) or this process's CPU time (process_time)."""
     w, bias = torch.randn(m, classes, d), torch.randn(m, classes, 1)
-    x, g = torch.randn(m, b, d), torch.randn(m, classes, b)
+    xs, g = torch.randn(tau, m, b, d), torch.randn(m, classes, b)
     grad = torch.empty(m, classes, d)
-    xt = x.transpose(1, 2)
     best = float("inf")
     for _ in range(repeats + 1):  # the first: warm-up
         t0 = clock()
-        for _ in range(tau):
-            torch.baddbmm(bias, w, xt)
+        for x in xs:
+            torch.baddbmm(bias, w, x.transpose(1, 2))
             torch.bmm(g, x, out=grad)
         best = min(best, clock() - t0)
     return best

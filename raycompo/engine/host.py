@@ -159,7 +159,7 @@ class Host:
         """Store client cid's new state; an empty state where the algorithm's initial state
         is empty and the client has none stored is not stored (reading it back gives the
         same {}): an algorithm that keeps no state costs the store nothing."""
-        if self._stateless and not state and cid not in self.states:
+        if self._stateless and not state and (not len(self.states) or cid not in self.states):
             return
         self.states.put(cid, state)
 
