@@ -46,11 +46,18 @@ def fold(h: int, *key: int) -> int:
     return h
 
 
+FOLD_MANY_PYTHON = 16
+"""`fold_many` of this many prefixes or fewer folds them one by one in Python: numpy's
+per-call cost is more than the arithmetic on so few."""
+
+
 def fold_many(prefixes: np.ndarray, *key: int | np.ndarray) -> np.ndarray:
     """`fold(p, *key)` for every 64-bit state p of `prefixes` (uint64) at once; a part of
     the key may be an array of one int per prefix (e.g. the chunk's client ids). numpy's
     uint64 arithmetic wraps modulo 2^64, as `_splitmix64`'s masks do, so each entry is
     bit-identical to the pure-Python fold (tests/test_batched_step.py)."""
+    if len(prefixes) <= FOLD_MANY_PYTHON and not any(isinstance(k, np.ndarray) for k in key):
+        return np.array([fold(int(p), *key) for p in prefixes], dtype=np.uint64)  # a few: faster in Python
     h = np.array(prefixes, dtype=np.uint64)
     for k in key:
         if isinstance(k, np.ndarray):

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from raycompo.algorithms.base import ClientContext, State
-from raycompo.seeding import CLIENT, fold, fold_many
+from raycompo.seeding import CLIENT, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.tasks.base import ClientData
 
 
@@ -103,7 +103,7 @@ class CohortBatch:
         self.gather_bytes = GATHER_BYTES if gather_bytes is None else gather_bytes
         self._xy: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._gen = torch.Generator()  # reseeded per draw: manual_seed resets its whole state
-        self._prefixes: np.ndarray | None = None
+        self._prefixes: np.ndarray | list[int] | None = None
         self._buffers: dict[tuple, tuple[Batch, list[torch.Tensor], list[torch.Tensor]]] = {}
         self._rows: dict[tuple, list[int]] = {}
         self._gathered: dict[int, tuple[int | None, dict[int, Batch]]] = {}
@@ -132,22 +132,25 @@ class CohortBatch:
             self._prefixes = self._key_prefixes()
         if len(self._prefixes) != self.k:
             return None
+        if self.k <= FOLD_MANY_PYTHON:  # a few: one by one in Python (numpy's per-call cost is more)
+            return [fold(p, step, stream) >> 1 for p in self._prefixes]
         return (fold_many(self._prefixes, step, stream) >> np.uint64(1)).tolist()
 
-    def _key_prefixes(self) -> np.ndarray:
+    def _key_prefixes(self) -> np.ndarray | list[int]:
         """Each client's folded (seed, CLIENT, client, round) (`ClientCtx.key_prefix`): for
         the whole chunk in one `fold_many` where the contexts share a seed and a round (a
         host's always do); empty where the contexts have no key (then `c.rng` is used)."""
         c0 = self.clients[0]
         seed, round_ = getattr(c0, "seed", None), getattr(c0, "round", None)
-        if (hasattr(c0, "key_prefix") and isinstance(seed, int) and isinstance(round_, int)
+        if (self.k > FOLD_MANY_PYTHON and hasattr(c0, "key_prefix") and isinstance(seed, int) and isinstance(round_, int)
                 and all(getattr(c, "seed", None) == seed and c.round == round_ for c in self.clients)):
             base = np.full(self.k, fold(0, seed, CLIENT), dtype=np.uint64)
             return fold_many(base, np.array(self.ids, dtype=np.int64), round_)
         try:
-            return np.array([c.key_prefix for c in self.clients], dtype=np.uint64)  # type: ignore[attr-defined]
+            prefixes = [c.key_prefix for c in self.clients]  # type: ignore[attr-defined]
         except AttributeError:
-            return np.empty(0, dtype=np.uint64)
+            return []
+        return prefixes if self.k <= FOLD_MANY_PYTHON else np.array(prefixes, dtype=np.uint64)
 
     def draw(self, step: int, size: int | None, stream: int = 0) -> list[torch.Tensor | None]:
         """Each client's sample indices of step `step`: `randperm(n_i)[:size]` from its

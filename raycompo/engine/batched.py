@@ -147,16 +147,19 @@ def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any)
             acc = float(m) * float(v) if acc is None else acc + float(m) * float(v)
         return acc
     v = value.detach()
-    row = max(1, v[0].numel()) if len(v) else 1
-    block = max(1, SUM_BLOCK_BYTES // (8 * row))
-    ones = all(m == 1 for m in mults)
-    w = None if ones else torch.tensor([float(m) for m in mults], dtype=torch.float64, device=v.device)
-    total = torch.zeros(v.shape[1:], dtype=torch.float64, device=v.device)
-    for i in range(0, len(v), block):
+    k = v.shape[0]
+    block = max(1, SUM_BLOCK_BYTES // (8 * max(1, v.numel() // k))) if k else 1
+    w = None
+    if any(m != 1 for m in mults):
+        w = torch.tensor([float(m) for m in mults], dtype=torch.float64, device=v.device).view(-1, *([1] * (v.dim() - 1)))
+    total = None
+    for i in range(0, k, block):  # one pass where the whole block is small
         part = v[i:i + block].to(torch.float64)
         if w is not None:
-            part.mul_(w[i:i + block].view(-1, *([1] * (v.dim() - 1))))
-        total += part.sum(0)
+            part.mul_(w[i:i + block])
+        total = part.sum(0) if total is None else total.add_(part.sum(0))
+    if total is None:
+        total = torch.zeros(v.shape[1:], dtype=torch.float64, device=v.device)
     total = total.cpu()
     return total if acc is None else acc + total
 
