@@ -162,13 +162,15 @@ class CohortBatch:
         if seeds is None:
             return [None if size >= n else torch.randperm(n, generator=c.rng(step, stream))[:size]
                     for c, n in zip(self.clients, self.sizes)]
-        g, picks = self._gen, []
+        g, randperm, reseed = self._gen, torch.randperm, self._gen.manual_seed  # the loop's names, looked up once
+        picks: list[torch.Tensor | None] = []
+        append = picks.append
         for n, seed in zip(self.sizes, seeds):
             if size >= n:
-                picks.append(None)
+                append(None)
             else:
-                g.manual_seed(seed)
-                picks.append(torch.randperm(n, generator=g)[:size])
+                reseed(seed)
+                append(randperm(n, generator=g)[:size])
         return picks
 
     def _real_rows(self, size: int | None) -> list[int]:
