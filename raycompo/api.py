@@ -142,9 +142,11 @@ def resume(
     for a run whose classes were defined in a notebook or a script's `__main__`
     (config.json can name them but not find them in a new process); they must be the
     classes the run used. The checks are the command line's (results.resumed_config,
-    checkpoint.resume_point): a ConfigError when the run cannot go on as asked."""
+    checkpoint.resume_point): a ConfigError when the run cannot go on as asked. A completed
+    run with no more rounds asked for (`rounds` None or its rounds) is not run again: its
+    result (metrics and config.json as written) is returned."""
     from raycompo.plugins import load, remember
-    from raycompo.results import resumed_config
+    from raycompo.results import finished, read_rows, resumed_config
 
     cfg = resumed_config(out, rounds=rounds)
     for kind, given, recorded in (("task", task, cfg.task), ("algorithm", algo, cfg.algo)):
@@ -153,6 +155,11 @@ def resume(
             if recorded.rpartition(":")[2].rpartition(".")[2] not in (cls.__name__, cls.name):
                 raise ConfigError(f"resume {out}: the run's {kind} is {recorded}, not {cls.__qualname__}")
             remember({(kind, recorded): cls})
+    done = finished(out, cfg.rounds)
+    if done is not None:  # completed, no more rounds asked for: its result, nothing to run
+        from raycompo.engine.runner import RunResult
+
+        return RunResult("completed", read_rows(out, cfg.rounds), done, str(out))
     return _run(cfg, out=out, overwrite=False, resume=True, address=address, dashboard=dashboard,
                 checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
                 tracker=tracker)
