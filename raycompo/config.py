@@ -126,11 +126,12 @@ def algorithm_overrides(task_cls: type, algo_cls: type, settings: dict[str, Any]
 
 def setting_owners(*extra: tuple[str, str, type]) -> dict[str, str]:
     """Every settings key of every registered task and algorithm, and of the `extra`
-    (kind 'task' or 'algo', spec, class) plugins in use -> 'task' or 'algo'.
+    (kind 'task' or 'algo', spec, class) classes -> 'task' or 'algo'.
 
-    A key declared by a task and by an algorithm would make one `--set` change both
-    silently: that is an error here naming both owners, raised on first use after the
-    classes are defined."""
+    The built-ins keep their task and algorithm keys apart (a key declared by a task and
+    by an algorithm is an error here naming both owners), so that any pair of them runs.
+    A run checks only its own pair (`split_settings`): a plugin may use a key that some
+    other task uses."""
     from raycompo.algorithms import algorithms
     from raycompo.tasks import tasks
 
@@ -158,12 +159,18 @@ def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, con
 
     from raycompo.plugins import spec_of
 
-    in_use = []
-    for kind, cls in (("task", task_cls), ("algo", algo_cls)):
-        spec = spec_of(cls, "task" if kind == "task" else "algorithm")
-        in_use.append((kind, cls.name if spec == cls.name else f"{cls.name} ({spec})", cls))
-    setting_owners(*in_use)  # collisions are errors, plugins' too
     task_keys, algo_keys = set(names(task_cls.Settings)), set(names(algo_cls.Settings))
+    # A key of both the task and the algorithm of this run would make one `--set` change
+    # both silently; a key that only other tasks or algorithms use is no collision.
+    both = sorted(task_keys & algo_keys)
+    if both:
+        owner = {kind: cls.name if spec == cls.name else f"{cls.name} ({spec})"
+                 for kind, cls, spec in (("task", task_cls, spec_of(task_cls, "task")),
+                                         ("algo", algo_cls, spec_of(algo_cls, "algorithm")))}
+        raise ConfigError(
+            f"setting {both[0]!r} is declared by task {owner['task']} and by algo {owner['algo']}: rename one of "
+            "them (the task's and the algorithm's settings share the --set namespace)"
+        )
     out: dict[str, Any] = {}
     for key, value in settings.items():
         prefix, _, bare = key.rpartition(".")

@@ -18,9 +18,11 @@ installed on every node); a class from a user's file or from a package that is n
 installed (the user's own folder) is registered with cloudpickle to be pickled *by
 value*, so its code travels with the run to every worker on every node, as classes from
 ``__main__`` or a notebook always do. A plugin's helper modules travel with it when they
-belong to the same package (the whole top-level package is registered); a plain file's
-imports of other files of the user's must be installed, or shipped with Ray's
-``runtime_env`` (``py_modules``).
+belong to the same package (the whole top-level package is registered). A plugin file's
+own folder is put on `sys.path` (as Python does for a script), so it may import the
+user's other files there (``from my_base import Base``); each module of that folder it
+imports is registered by value too. A module imported only later, inside a function run
+on a worker, does not travel: install it, or import it at the top of the file.
 
 Every spec is recorded as a string (`spec_of`) in config.json and checkpoints, so a run
 can be resumed: a file is recorded by its absolute path. A class defined in ``__main__``
@@ -226,6 +228,10 @@ def import_file(path: Path) -> ModuleType:
         raise ConfigError(f"cannot import {path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     module.__raycompo_file__ = str(path)  # type: ignore[attr-defined]
+    before = set(sys.modules)
+    folder = str(path.parent)
+    if folder not in sys.path:  # its own folder importable, as Python does for a script
+        sys.path.insert(0, folder)
     sys.modules[name] = module  # before running it: dataclasses and pickling look it up
     try:
         spec.loader.exec_module(module)
@@ -233,7 +239,28 @@ def import_file(path: Path) -> ModuleType:
         del sys.modules[name]
         raise ConfigError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     ship(module)
+    for helper in _helpers(module, path.parent, set(sys.modules) - before):
+        ship(helper)  # the user's files it imports travel with it to the Ray workers
     return module
+
+
+def _helpers(module: ModuleType, folder: Path, new: set[str]) -> list[ModuleType]:
+    """The modules of the user's folder `folder` that the plugin file `module` imported:
+    those its import added to sys.modules, and those its names come from (a notebook may
+    have imported them before), when their file is under `folder`."""
+    found = [sys.modules[n] for n in new if n in sys.modules]
+    for value in vars(module).values():
+        owner = value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+        if owner is not None:
+            found.append(owner)
+    out = []
+    for m in found:
+        file = getattr(m, "__file__", None)
+        if m is module or not file or m.__name__.split(".")[0] == "raycompo" or _installed(m):
+            continue
+        if Path(file).resolve().is_relative_to(folder) and m not in out:
+            out.append(m)
+    return out
 
 
 def ship(module: ModuleType) -> None:

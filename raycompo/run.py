@@ -46,7 +46,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="task/algorithm settings, e.g. lr=0.01 gamma=0.2 tau=5 (see --list)")
-    p.add_argument("--backend", choices=BACKENDS, default="ray")
+    p.add_argument("--backend", choices=BACKENDS, default="ray",
+                   help="ray (default here: client hosts as Ray actors) or inline (one process, the reference; the "
+                        "default of raycompo.run() in Python, which starts no cluster; same rows to 1e-6)")
     p.add_argument("--clients-per-actor", type=int, default=None, help="clients hosted by one Ray actor (default: spread over the CPUs)")
     p.add_argument("--cpus-per-actor", type=float, default=1.0)
     p.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPU fraction per host actor, e.g. 0.25")
