@@ -25,9 +25,10 @@ imports is registered by value too. A module imported only later, inside a funct
 on a worker, does not travel: install it, or import it at the top of the file.
 
 Every spec is recorded as a string (`spec_of`) in config.json and checkpoints, so a run
-can be resumed: a file is recorded by its absolute path. A class defined in ``__main__``
-or a notebook is recorded as ``__main__:Name``; it can be found again only in the same
-process (or by passing the class again).
+can be resumed: a file is recorded by its absolute path; a class made by a function (e.g.
+`raycompo.task_from_arrays`) by the module-level name bound to it, where there is one. A
+class defined in ``__main__`` or a notebook is recorded as ``__main__:Name``; it can be
+found again only in the same process, or by passing the class again (`session_only`).
 """
 
 from __future__ import annotations
@@ -156,6 +157,11 @@ def load(kind: str, spec: str | type, base_dir: str | Path | None = None) -> typ
         module = import_file(path)
         cls = _get_class(module, attr, kind, str(path))
         _SPECS.setdefault(cls, f"{path}:{attr}")  # recorded by its absolute path
+    elif session_only(spec):
+        try:
+            cls = _import_attr(spec, kind, "spec")
+        except ConfigError:
+            raise session_class_error(kind, spec) from None
     else:
         cls = _import_attr(spec, kind, "spec")
     _check_class(cls, base, kind, spec)
@@ -181,11 +187,46 @@ def spec_of(cls: type, kind: str) -> str:
             return name
     module = sys.modules.get(cls.__module__)
     path = getattr(module, "__raycompo_file__", None)
-    spec = f"{path}:{cls.__qualname__}" if path else f"{cls.__module__}:{cls.__qualname__}"
+    qualname = _bound_name(module, cls) or cls.__qualname__
+    spec = f"{path}:{qualname}" if path else f"{cls.__module__}:{qualname}"
     if module is not None and path is None:
         ship(module)
     _note(kind, spec, cls)
     return spec
+
+
+def _bound_name(module: ModuleType | None, cls: type) -> str | None:
+    """For a class made inside a function (e.g. `MyTask = raycompo.task_from_arrays(...)`
+    at the top of a module), the module-level name bound to it: importing the module again
+    makes it again, so 'module:MyTask' resolves where 'module:f.<locals>.Cls' cannot."""
+    if module is None or "<locals>" not in cls.__qualname__:
+        return None
+    return next((name for name, value in vars(module).items() if value is cls and not name.startswith("_")), None)
+
+
+SESSION_MODULES = ("__main__", "__raycompo_user__")
+"""Modules whose classes only the process that made them can find by name: a script's or
+a notebook's `__main__`, and the module of a class made from inside raycompo
+(tasks.from_data.OUTSIDE_MODULE)."""
+
+
+def session_only(spec: str) -> bool:
+    """True when `spec` names a class that only the Python session that made it can find:
+    one of `__main__` (a notebook, a script) or one made inside a function and bound to no
+    module-level name ('<locals>' in its name, e.g. from `task_from_arrays`)."""
+    module, _, qualname = spec.rpartition(":")
+    return bool(module) and (module in SESSION_MODULES or "<locals>" in qualname)
+
+
+def session_class_error(kind: str, spec: str) -> ConfigError:
+    """The error for a `session_only` spec that this process cannot find."""
+    arg = "task" if kind == "task" else "algo"
+    return ConfigError(
+        f"the {kind} {spec!r} is a class of the Python session that started the run (a notebook, a script's "
+        f"__main__, or a class made inside a function such as task_from_arrays), and a new process cannot find "
+        f"it by name. Resume it from Python with the class again: raycompo.resume(out, {arg}=TheClass); or define "
+        f"it at the top of a module (MyTask = raycompo.task_from_arrays(...)) and run that module's class"
+    )
 
 
 def remember(classes: dict[tuple[str, str], type]) -> None:
