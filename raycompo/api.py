@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from raycompo.arguments import Arg, check
 from raycompo.engine.observers import Observer, Row
 from raycompo.errors import ConfigError
 
@@ -39,6 +40,38 @@ a `Task` subclass (e.g. one made by `raycompo.task_from_arrays`)."""
 AlgoSpec = Any
 """An algorithm: a registered name, 'path/to/file.py:ClassName', 'package.module:ClassName',
 or an `Algorithm` subclass."""
+
+
+def _positive_int(none: bool = False) -> Arg:
+    return Arg(("int",), at_least=1, none=none)
+
+
+def _run_args() -> dict[str, Arg]:
+    """What `run` accepts, argument by argument (task and algo: `plugins.load`)."""
+    from raycompo.backends import backend_names
+    from raycompo.progress import MODES
+    from raycompo.trackers import TRACKERS
+    from raycompo.vectorize import MODES as VECTORIZE
+
+    return {
+        "rounds": _positive_int(), "settings": Arg(("mapping",), none=True), "seed": Arg(("int",), at_least=0),
+        "backend": Arg(("choice",), choices=tuple(backend_names())), "out": Arg(("path",), none=True),
+        "overwrite": Arg(("bool",)), "eval_every": _positive_int(), "eval_clients": _positive_int(none=True),
+        "clients_per_actor": _positive_int(none=True), "cpus_per_actor": Arg(("number",), above=0),
+        "gpus_per_actor": Arg(("number",), at_least=0), "address": Arg(("str",), none=True),
+        "dashboard": Arg(("bool",), none=True), "checkpoint_every": _positive_int(none=True),
+        "max_failures": Arg(("int",), at_least=0), "state_memory": Arg(("number",), above=0, none=True),
+        "host_timeout": Arg(("number",), above=0), "data_dir": Arg(("path",), none=True),
+        "threads": _positive_int(none=True), "vectorize": Arg(("choice",), choices=tuple(VECTORIZE)),
+        "vectorize_memory": Arg(("number",), above=0), "on_row": Arg(("callable",), none=True),
+        "progress": Arg(("bool", "choice"), choices=MODES),
+        "tracker": Arg(("names",), choices=TRACKERS, none=True),
+        "observers": Arg(("instances",), cls=Observer),
+    }
+
+
+_RESUME_ARGS = ("address", "dashboard", "checkpoint_every", "max_failures", "on_row", "progress", "tracker")
+"""The arguments `resume` shares with `run`."""
 
 
 def run(
@@ -108,21 +141,22 @@ def run(
     """
     from raycompo.config import RunConfig
 
-    if threads is not None:
-        if threads < 1:
-            raise ConfigError(f"threads must be >= 1, got {threads}")
+    a = check("raycompo.run", locals(), _run_args())  # numpy numbers come back as int / float
+    if a["threads"] is not None:
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(a["threads"])
     cfg = RunConfig(
-        task=task, algo=algo, rounds=rounds, seed=seed, settings=dict(settings or {}), backend=backend,
-        clients_per_actor=clients_per_actor, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
-        eval_every=eval_every, data_dir=data_dir, eval_clients=eval_clients, state_memory_gb=state_memory,
-        host_timeout_s=host_timeout, vectorize=vectorize, vectorize_memory_mb=vectorize_memory,
+        task=task, algo=algo, rounds=a["rounds"], seed=a["seed"], settings=dict(a["settings"] or {}), backend=backend,
+        clients_per_actor=a["clients_per_actor"], cpus_per_actor=a["cpus_per_actor"],
+        gpus_per_actor=a["gpus_per_actor"], eval_every=a["eval_every"],
+        data_dir=None if data_dir is None else str(data_dir), eval_clients=a["eval_clients"],
+        state_memory_gb=a["state_memory"], host_timeout_s=a["host_timeout"], vectorize=vectorize,
+        vectorize_memory_mb=a["vectorize_memory"],
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
-                checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
-                tracker=tracker, observers=observers)
+                checkpoint_every=a["checkpoint_every"], max_failures=a["max_failures"], on_row=on_row,
+                progress=progress, tracker=tracker, observers=observers)
 
 
 def resume(
@@ -151,6 +185,12 @@ def resume(
     from raycompo.plugins import load, remember
     from raycompo.results import finished, read_rows, resumed_config
 
+    args = _run_args()
+    a = check("raycompo.resume", locals(), {**{k: args[k] for k in _RESUME_ARGS}, "out": Arg(("path",)),
+                                           "rounds": _positive_int(none=True)})
+    if not Path(out).is_dir():
+        raise ConfigError(f"raycompo.resume: out must be the folder of a run, and there is no folder {str(out)!r}")
+    rounds, checkpoint_every, max_failures = a["rounds"], a["checkpoint_every"], a["max_failures"]
     cfg = resumed_config(out, rounds=rounds)
     for kind, given, recorded in (("task", task, cfg.task), ("algorithm", algo, cfg.algo)):
         if given is not None:
@@ -253,8 +293,28 @@ def tune(
     from raycompo.trackers import check_trackers
     from raycompo.tune.results import SweepStore
     from raycompo.tune.space import space_from_dict
-    from raycompo.tune.sweep import SweepOptions, check_resources, ensure_ray, prepare, run_sweep
+    from raycompo.tune.sweep import (
+        SCHEDULERS,
+        SEARCHES,
+        SweepOptions,
+        check_resources,
+        ensure_ray,
+        prepare,
+        run_sweep,
+    )
 
+    args = _run_args()
+    check("raycompo.tune", locals(), {
+        "space": Arg(("path", "mapping"), none=True), "search": Arg(("choice",), choices=SEARCHES),
+        "samples": _positive_int(none=True), "rounds": _positive_int(none=True), "metric": Arg(("str",), none=True),
+        "mode": Arg(("choice",), choices=("max", "min"), none=True), "algorithms": Arg(("strings",), none=True),
+        "hosts_per_trial": _positive_int(), "driver_cpus": Arg(("number",), above=0, none=True),
+        "scheduler": Arg(("choice",), choices=SCHEDULERS), "max_concurrent": _positive_int(none=True),
+        "seed": Arg(("int",), at_least=0, none=True), "resume": Arg(("path",), none=True),
+        "num_cpus": _positive_int(none=True), "stop_after": _positive_int(none=True), "quiet": Arg(("bool",)),
+        **{k: args[k] for k in ("settings", "backend", "cpus_per_actor", "gpus_per_actor", "out", "address",
+                                "tracker")},
+    })
     trackers = check_trackers(tracker)
     if space is None and resume is None:
         raise ConfigError("give a space (a name, a YAML path or a dict) or resume=FOLDER")

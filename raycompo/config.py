@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from raycompo.arguments import Arg, check
 from raycompo.backends import backend_names
 from raycompo.errors import ConfigError
 from raycompo.settings import build, check_known, names, require
@@ -187,6 +188,17 @@ def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, con
     return out
 
 
+_INT, _NUMBER = Arg(("int",)), Arg(("number",))
+FIELD_TYPES = {
+    "task": Arg(("str",)), "algo": Arg(("str",)), "rounds": _INT, "seed": _INT, "settings": Arg(("mapping",)),
+    "backend": Arg(("str",)), "clients_per_actor": Arg(("int",), none=True), "cpus_per_actor": _NUMBER,
+    "gpus_per_actor": _NUMBER, "eval_every": _INT, "data_dir": Arg(("str",), none=True), "host_timeout_s": _NUMBER,
+    "eval_clients": Arg(("int",), none=True), "state_memory_gb": Arg(("number",), none=True),
+    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER,
+}
+"""The type of each RunConfig field (raycompo.arguments), checked by `resolve`."""
+
+
 def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     """Look up the task and algorithm, check that they fit, and build their settings: the
     task's paper defaults for algorithm settings first, then the user's overrides.
@@ -196,6 +208,9 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     some tasks only know from their data), e.g. to validate a sweep before any data loads."""
     from raycompo.plugins import load
 
+    # Types first (a config.json read from disk is untrusted); the ranges below say the same
+    # as the command line's checks.
+    check("the run's configuration", dataclasses.asdict(cfg), FIELD_TYPES)
     require(cfg.rounds >= 1, f"rounds must be >= 1, got {cfg.rounds}")
     require(cfg.backend in BACKENDS, f"unknown backend {cfg.backend!r}; choose one of: {', '.join(BACKENDS)}")
     require(cfg.clients_per_actor is None or cfg.clients_per_actor >= 1, "clients_per_actor must be >= 1")
