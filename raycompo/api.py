@@ -196,7 +196,8 @@ def resume(
         if given is not None:
             cls = load(kind, given)
             if recorded.rpartition(":")[2].rpartition(".")[2] not in (cls.__name__, cls.name):
-                raise ConfigError(f"resume {out}: the run's {kind} is {recorded}, not {cls.__qualname__}")
+                raise ConfigError(f"raycompo.resume: the run in {out} used the {kind} {recorded}, not "
+                                  f"{cls.__qualname__}; pass the class the run used")
             remember({(kind, recorded): cls})
     done = finished(out, cfg.rounds)
     if done is not None:  # completed, no more rounds asked for: its result, nothing to run
@@ -317,7 +318,7 @@ def tune(
     })
     trackers = check_trackers(tracker)
     if space is None and resume is None:
-        raise ConfigError("give a space (a name, a YAML path or a dict) or resume=FOLDER")
+        raise ConfigError("raycompo.tune needs a space (a name, a YAML path or a dict) or resume=FOLDER")
     parsed = space_from_dict(dict(space)) if isinstance(space, Mapping) else None
     opts = SweepOptions(
         space=str(space) if space is not None and parsed is None else (parsed.name if parsed else ""),

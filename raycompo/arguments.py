@@ -82,7 +82,7 @@ class Arg:
             words.append(text)
         if self.none:
             words.append("None")
-        return " or ".join(words)
+        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
     def admits(self, value: Any) -> bool:
         """True when `value` is one that the argument accepts."""

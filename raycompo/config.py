@@ -213,7 +213,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     check("the run's configuration", dataclasses.asdict(cfg), FIELD_TYPES)
     require(cfg.rounds >= 1, f"rounds must be >= 1, got {cfg.rounds}")
     require(cfg.backend in BACKENDS, f"unknown backend {cfg.backend!r}; choose one of: {', '.join(BACKENDS)}")
-    require(cfg.clients_per_actor is None or cfg.clients_per_actor >= 1, "clients_per_actor must be >= 1")
+    require(cfg.clients_per_actor is None or cfg.clients_per_actor >= 1, f"clients_per_actor must be >= 1, got {cfg.clients_per_actor}")
     require(cfg.cpus_per_actor > 0, f"cpus_per_actor must be > 0, got {cfg.cpus_per_actor}")
     require(cfg.gpus_per_actor >= 0, f"gpus_per_actor must be >= 0, got {cfg.gpus_per_actor}")
     require(cfg.eval_every >= 1, f"eval_every must be >= 1, got {cfg.eval_every}")

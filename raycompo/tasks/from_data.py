@@ -140,11 +140,11 @@ def task_from_arrays(
     a = check("raycompo.task_from_arrays", locals(), ARRAYS_ARGS)
     n_clients, val_fraction, num_classes, partition_seed = (a["n_clients"], a["val_fraction"], a["num_classes"],
                                                             a["partition_seed"])
-    xt, yt = checked_pair(x, y, "the data (x, y)")
+    xt, yt = checked_pair(x, y, "the data (x, y)", "x", "y")
     require((x_val is None) == (y_val is None), "give both x_val and y_val, or neither")
     val = None
     if x_val is not None:
-        val = checked_pair(x_val, y_val, "the validation data (x_val, y_val)")
+        val = checked_pair(x_val, y_val, "the validation data (x_val, y_val)", "x_val", "y_val")
         require(
             val[0].shape[1:] == xt.shape[1:],
             f"x_val has samples of shape {tuple(val[0].shape[1:])}, x of shape {tuple(xt.shape[1:])}",
@@ -209,7 +209,7 @@ def task_from_clients(
                 isinstance(item, (tuple, list)) and len(item) == 2,
                 f"{what} {i} must be an (x, y) pair, got {type(item).__name__}",
             )
-            out.append(checked_pair(item[0], item[1], f"{what} {i}"))
+            out.append(checked_pair(item[0], item[1], f"{what} {i}", f"{what} {i}'s features", f"{what} {i}'s labels"))
         return out
 
     data = pairs(clients, "client")
