@@ -91,6 +91,11 @@ class Arg:
         return any(_ADMITS[kind](self, value) for kind in self.kinds)
 
 
+def positive_int(none: bool = False) -> Arg:
+    """An integer >= 1 (a count: rounds, clients, threads...), or None where `none`."""
+    return Arg(("int",), at_least=1, none=none)
+
+
 def check(where: str, values: Mapping[str, Any], table: Mapping[str, Arg]) -> dict[str, Any]:
     """`values` by argument name, each checked against its `Arg` in `table` (names not in
     the table pass unchecked). Integers and numbers of other types (numpy's) come back as
