@@ -90,3 +90,30 @@ def test_a_sweeps_command_for_a_session_class_is_the_call_to_make():
     plain = command_line({**cfg, "task": "dro-mnist5k"})
     assert plain.startswith("python -m raycompo.run --task dro-mnist5k --algo fedavg --rounds 5 --seed 1")
     assert json.loads(json.dumps(command))  # a string trials.csv can hold
+
+
+def test_a_sweeps_command_for_a_module_level_arrays_task_runs(tmp_path, monkeypatch, ray_session):
+    """raycompo.tune(dict) with a task_from_arrays class: the command trials.csv writes
+    re-runs the trial from a shell (it exited 2 when the class was recorded by its
+    '<locals>' name)."""
+    import shlex
+
+    import pandas as pd
+
+    (tmp_path / "mydata_sweep.py").write_text(textwrap.dedent(MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import mydata_sweep
+
+    sweep = raycompo.tune({"task": mydata_sweep.MyTask, "rounds": 1, "metric": "val_acc", "mode": "max",
+                           "algorithms": {"fedavg": {"lr": [0.1]}}}, search="grid", out=tmp_path / "sweep")
+    (command,) = sweep.trials["command"]
+    assert "--task mydata_sweep:MyTask" in command, command
+    out = tmp_path / "again"
+    words = shlex.split(command)
+    done = subprocess.run([sys.executable, *words[1:], "--quiet", "--threads", "1", "--out", str(out)],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(tmp_path), os.environ.get("PYTHONPATH", "")])},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    final = pd.read_csv(out / "metrics.csv").iloc[-1]
+    assert final["val_acc"] == pytest.approx(sweep.trials["final_val_acc"].iloc[0], abs=1e-6)
