@@ -176,15 +176,17 @@ class CohortBatch:
     def _real_rows(self, size: int | None) -> list[int]:
         return list(self.sizes) if size is None else [min(size, n) for n in self.sizes]
 
-    def batch(self, step: int, size: int | None, stream: int = 0) -> Batch:
+    def batch(self, step: int, size: int | None, stream: int = 0, count: bool = True) -> Batch:
         """Each client's mini-batch of local step `step`: the samples
         `ClientData.batch(c.rng(step, stream), size)` draws (all of them, in order, when
         size is None or >= n_i), padded. The returned tensors are this stream's buffers:
-        valid until the next draw on the same stream."""
+        valid until the next draw on the same stream. `count=False`: rows an earlier phase
+        of the round drew and counted (the per-client path keeps them), not read again."""
         size_key, gathered = self._gathered.get(stream, (None, {}))
         if step in gathered and size_key == size:  # drawn and gathered ahead (`gather`)
             view = gathered[step]
-            self._count(view.rows or [])
+            if count:
+                self._count(view.rows or [])
             return view
         picks = self.draw(step, size, stream)
         rows = self._real_rows(size)
@@ -202,7 +204,8 @@ class CohortBatch:
                 torch.index_select(y, 0, p, out=by)
         self._gathered.pop(stream, None)
         buf.picks, buf.rows = picks, rows
-        self._count(rows)
+        if count:
+            self._count(rows)
         self._mark(buf, (stream, width, 1), rows)
         return buf
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.cohort import CohortBatch
-from raycompo.engine.ledger import NUMBER_BYTES, MemberCosts, samples_read
+from raycompo.engine.ledger import MemberCosts, count_values, samples_read
 
 FLOATS_PER_MODEL = 8
 """Model-sized float tensors alive per client in a batched step: the rows of w, their
@@ -101,9 +101,8 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
         read = [samples_read(c.data) for c in ctxs] if costs is not None else []
         out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gather_bytes), states, payload)
         if costs is not None:
-            per_key = member_sizes(out, len(chunk))
-            for (cid, mult), c, before in zip(chunk, ctxs, read):
-                costs.add(cid, mult, (samples_read(c.data) - before) * mult, per_key)
+            for (cid, mult), c, before, sizes in zip(chunk, ctxs, read, member_sizes(out, len(chunk))):
+                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes)
         if len(new_states) != len(chunk):
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
         for (cid, _), st in zip(chunk, new_states):
@@ -119,17 +118,21 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     return result
 
 
-def member_sizes(out: dict[str, Any], k: int) -> dict[str, tuple[int, int]]:
-    """{key: (values, bytes)} of one member's contribution in a batched phase's output: a
-    (k, ...) tensor's row, or one Python number of a list of k (from shapes only)."""
-    sizes = {}
+def member_sizes(out: dict[str, Any], k: int) -> list[dict[str, tuple[int, int]]]:
+    """Each of the k members' {key: (values, bytes)} in a batched phase's output: a (k, ...)
+    tensor's row (counted once for all: the rows share a shape), or the member's own item
+    of a list of k (a number, or a tensor of its own size). From shapes only."""
+    rows: dict[str, tuple[int, int]] = {}
+    items: dict[str, list] = {}
     for key, value in out.items():
         if isinstance(value, torch.Tensor):
             n = value.numel() // max(k, 1)
-            sizes[str(key)] = (n, n * value.element_size())
+            rows[str(key)] = (n, n * value.element_size())
         else:
-            sizes[str(key)] = (1, NUMBER_BYTES)
-    return sizes
+            items[str(key)] = value
+    if not items:
+        return [rows] * k
+    return [{**rows, **{key: count_values(value[i]) for key, value in items.items()}} for i in range(k)]
 
 
 SUM_BLOCK_BYTES = 1 << 20
