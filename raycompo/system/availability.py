@@ -81,8 +81,9 @@ class Diurnal(Always):
         self._day = draws.prefix(seed, draws.DAY)
 
     def _local(self, c: int, t: float) -> float:
-        """Seconds since the client's first window began (its time zone's offset added)."""
-        return t + draws.unit(self._zone, c) * DAY_S - self.start
+        """Seconds since the client's first window began (its time zone's offset added),
+        to the microsecond: a window's start found by `next_online` reads back as online."""
+        return round(t + draws.unit(self._zone, c) * DAY_S - self.start, 6)
 
     def _day_on(self, c: int, day: int) -> bool:
         return self.p_day >= 1.0 or draws.unit(self._day, c, day & ((1 << 63) - 1)) < self.p_day
