@@ -45,16 +45,16 @@ def test_feddro_i_plus_one_barriers_each_pay_latency():
     """FedDRO's round: a start exchange and I steps sharing small y-bar vectors: I + 1
     latencies both ways, however few bytes."""
     s = System(PROFILES["uniform"], 0, 4, D, 4 * D)
-    I, p = 5, 10  # local steps, embedding size
+    steps, p = 5, 10  # local steps I, embedding size
     s.begin_round(1)
     s.on_exchange(exchange(1, 0, range(4), samples=8, down=4 * D, up=4 * p))
-    for j in range(1, I + 1):
-        up = 4 * D + 4 * p if j == I else 4 * p
+    for j in range(1, steps + 1):
+        up = 4 * D + 4 * p if j == steps else 4 * p
         s.on_exchange(exchange(1, j, range(4), samples=8, down=4 * p, up=up))
     bw, sample = 1.25e6, 6 * D / 1e10
-    expect = (I + 1) * (0.1 + 8 * sample) + (4 * D + I * 4 * p) / bw + ((I + 1) * 4 * p + 4 * D) / bw
+    expect = (steps + 1) * (0.1 + 8 * sample) + (4 * D + steps * 4 * p) / bw + ((steps + 1) * 4 * p + 4 * D) / bw
     assert s.now == pytest.approx(expect, rel=1e-12)
-    assert (I + 1) * 0.1 / s.now > 0.9  # latency dominates: cheap in bytes, not in time
+    assert (steps + 1) * 0.1 / s.now > 0.9  # latency dominates: cheap in bytes, not in time
 
 
 def hetero_profile(**sel):
