@@ -66,6 +66,7 @@ def run(
     threads: int | None = None,
     vectorize: str = "auto",
     vectorize_memory: float = 512.0,
+    system: str | None = None,
     on_row: Callable[[Row], None] | None = None,
     progress: bool | str = False,
     tracker: str | Sequence[str] | None = None,
@@ -89,6 +90,9 @@ def run(
     vectorize: 'auto' (default), 'on' or 'off': run each host's clients as one batched
         computation where the algorithm, task and model allow it (raycompo/vectorize.py);
         vectorize_memory (MB): what one batched chunk of clients may use.
+    system: a simulated system (as --system): a built-in profile ('uniform', 'mobile') or a
+        YAML file path; cohorts are drawn among online clients and the rows gain sim_time,
+        dropped and wasted_s (docs/system.md). None (default): no system.
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
     progress: True shows a progress bar (`tqdm.auto`: a widget in a notebook, a bar on a
@@ -115,7 +119,7 @@ def run(
         task=task, algo=algo, rounds=rounds, seed=seed, settings=dict(settings or {}), backend=backend,
         clients_per_actor=clients_per_actor, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
         eval_every=eval_every, data_dir=data_dir, eval_clients=eval_clients, state_memory_gb=state_memory,
-        host_timeout_s=host_timeout, vectorize=vectorize, vectorize_memory_mb=vectorize_memory,
+        host_timeout_s=host_timeout, vectorize=vectorize, vectorize_memory_mb=vectorize_memory, system=system,
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,

@@ -62,6 +62,10 @@ class RunConfig:
     vectorize_memory_mb: float = 512.0
     """Memory one host's batched chunk of clients may use; a larger share of a cohort runs
     as several chunks."""
+    system: str | None = None
+    """A simulated system (raycompo/system/, docs/system.md): a built-in profile name
+    ('uniform', 'mobile') or a YAML file path. It adds the columns sim_time, dropped and
+    wasted_s, and draws cohorts among online clients. None: no system, no such columns."""
 
     def __post_init__(self) -> None:
         # A class (Python API) is recorded by the spec that finds it again.
@@ -76,8 +80,10 @@ class RunConfig:
         """This config with `task` and `algo` as the specs that find them again from any
         folder (a relative 'file.py:Class' becomes an absolute path)."""
         from raycompo.plugins import canonical
+        from raycompo.system import canonical_system
 
-        return dataclasses.replace(self, task=canonical("task", self.task), algo=canonical("algorithm", self.algo))
+        return dataclasses.replace(self, task=canonical("task", self.task), algo=canonical("algorithm", self.algo),
+                                   system=canonical_system(self.system))
 
     def state_budget_bytes(self, hosts: int = 1) -> int | None:
         """Each of `hosts` hosts' share of `state_memory_gb`, in bytes."""
@@ -106,6 +112,8 @@ class Resolved:
     vectorized: Any = None
     """Which client phases run batched (`raycompo.vectorize.Plan`), decided once at
     resolution (None where it was not: `resolve(check_clients=False)`)."""
+    system_profile: Any = None
+    """The simulated system's validated `raycompo.system.Profile` (None: no --system)."""
 
     def make_task(self):
         return self.task_cls(self.task_settings, self.config.seed, self.config.data_dir)
@@ -200,6 +208,9 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
+    from raycompo.system import check_profile, load_profile
+
+    profile = load_profile(cfg.system) if cfg.system is not None else None
     task_cls = load("task", cfg.task)
     algo_cls = load("algorithm", cfg.algo)
     context = f"task {task_cls.name} with algorithm {algo_cls.name}"
@@ -214,5 +225,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     from raycompo.vectorize import plan
 
     vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
+    if profile is not None and task is not None:
+        check_profile(profile, cfg.seed, n_clients)  # its files against the clients: an error now, not mid-run
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
-                    vectorized if task is not None else None)
+                    vectorized if task is not None else None, profile)

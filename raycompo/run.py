@@ -63,6 +63,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="run each host's clients as one batched computation: auto (where supported), on, off (per client)")
     p.add_argument("--vectorize-memory", type=float, default=512.0, metavar="MB",
                    help="memory a host's batched chunk of clients may use (default 512)")
+    p.add_argument("--system", default=None, metavar="PROFILE",
+                   help="simulate devices, availability and a clock: a built-in profile (uniform, mobile) or a YAML "
+                        "file; adds the columns sim_time, dropped, wasted_s (docs/system.md)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")
 
@@ -73,7 +76,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         backend=args.backend, clients_per_actor=args.clients_per_actor, cpus_per_actor=args.cpus_per_actor,
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
-        vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory,
+        vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, system=args.system,
     )
 
 
@@ -241,7 +244,7 @@ RESUME_CHANGES = {
     "eval_clients": "eval_clients", "backend": "backend", "clients_per_actor": "clients_per_actor",
     "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
     "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
-    "vectorize_memory": "vectorize_memory_mb",
+    "vectorize_memory": "vectorize_memory_mb", "system": "system",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""

@@ -24,6 +24,7 @@ from raycompo.config import Resolved, RunConfig, resolve
 from raycompo.engine.pools import Pool
 from raycompo.errors import ConfigError
 from raycompo.seeding import SERVER, generator
+from raycompo.system import System, make_system
 
 EVAL_STREAM = 99
 """Server random stream of the evaluation sample (apart from the algorithms' streams)."""
@@ -57,21 +58,30 @@ def draw_cohort(n: int, m: int, gen: torch.Generator, randperm_max: int = RANDPE
 
 
 class RoundCtx:
-    """What `server_round` sees (implements algorithms.base.RoundContext)."""
+    """What `server_round` sees (implements algorithms.base.RoundContext). `selects`: a
+    server round's context, whose cohorts the simulated system chooses (`Federation.system`);
+    evaluation's draws are the engine's own."""
 
-    def __init__(self, fed: Federation, round_: int):
+    def __init__(self, fed: Federation, round_: int, selects: bool = False):
         self.fed = fed
         self.round = round_
         self.n_clients = fed.n_clients
+        self.selects = selects
 
     def rng(self, stream: int = 0) -> torch.Generator:
         return generator(self.fed.seed, SERVER, self.round, stream)
 
     def sample(self, m: int, stream: int = 0) -> list[int]:
-        """m of n clients uniformly without replacement, sorted (`draw_cohort`)."""
+        """m of n clients without replacement, sorted: uniformly (`draw_cohort`), or, with a
+        simulated system, m of the clients online at the round's start, the first to finish
+        of an over-selected few (raycompo/system/simulator.py: `System.select`)."""
         if m >= self.n_clients:
             return list(range(self.n_clients))
-        return draw_cohort(self.n_clients, m, self.rng(stream))
+
+        def draw(k: int) -> list[int]:
+            return draw_cohort(self.n_clients, k, self.rng(stream))
+
+        return self.fed.system.select(m, stream, draw) if self.selects else draw(m)
 
     def _pool(self, phase: str) -> Pool:
         self.fed.algorithm.phase(phase)  # an undeclared phase fails here, not in an actor
@@ -128,6 +138,13 @@ class Federation:
         self.state = self.algorithm.init_server_state(self.w, self.n_clients)
         self.round = 0
         self.elapsed = 0.0
+        self.system = make_system(r.system_profile, self.seed, self.n_clients, self.w.numel(),
+                                  self.w.numel() * self.w.element_size())
+        """The simulated system (raycompo/system/; `NoSystem` without --system): it chooses the
+        cohorts, its clock hears every exchange, it adds the columns sim_time, dropped, wasted_s."""
+        self.client_columns: Callable[[list[int]], dict[int, dict]] | None = (
+            self.system.client_columns if isinstance(self.system, System) else None)
+        """With --system: {client id: its device and counters} for the clients asked (O(asked))."""
         self._pool_factory = pool_factory or default_pool
         self.pool: Pool | None = None
         if start:
@@ -159,11 +176,13 @@ class Federation:
         return row
 
     def initial_row(self) -> dict[str, Any]:
-        return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0}
+        return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0, **self.system.columns()}
 
     def run_round(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round), self.w, self.state)
+        self.system.begin_round(self.round + 1)
+        self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, selects=True), self.w, self.state)
+        self.system.end_round()
         self.round += 1
         round_time = time.perf_counter() - t0
         self.elapsed += round_time
@@ -176,6 +195,7 @@ class Federation:
         row["diverged"] = not finite or any(
             isinstance(v, float) and not math.isfinite(v) for k, v in row.items() if "loss" in k
         )
+        row.update(self.system.columns())
         return row
 
     def run_rounds(self, count: int) -> list[dict[str, Any]]:
@@ -216,6 +236,7 @@ class Federation:
             "client_states": self.pool.client_states(),
             "elapsed": self.elapsed,
             "config": self.cfg.to_dict(),
+            "system": self.system.state(),
         }
 
     def restore(self, ckpt: dict[str, Any]) -> None:
@@ -226,6 +247,8 @@ class Federation:
                               f"{tuple(self.w.shape)}: it belongs to another run and was not restored")
         self.round, self.w, self.state = int(ckpt["round"]), ckpt["w"].to(self.dtype), ckpt["server_state"]
         self.elapsed = float(ckpt["elapsed"])
+        if isinstance(self.system, System) and ckpt.get("system") is not None:  # the same clock goes on
+            self.system.load(ckpt["system"])
         self.pool.load_client_states(ckpt["client_states"])
 
     def close(self) -> None:

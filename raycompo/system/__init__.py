@@ -13,7 +13,8 @@ it) and imports only `raycompo.errors`, `settings`, `seeding` and `costs`:
 See docs/system.md.
 """
 
-from raycompo.system.profile import PROFILES, Profile, load_profile
-from raycompo.system.simulator import COLUMNS, System
+from raycompo.system.profile import PROFILES, Profile, canonical_system, load_profile
+from raycompo.system.simulator import COLUMNS, NoSystem, System, check_profile, make_system
 
-__all__ = ["COLUMNS", "PROFILES", "Profile", "System", "load_profile"]
+__all__ = ["COLUMNS", "PROFILES", "NoSystem", "Profile", "System", "canonical_system", "check_profile",
+           "load_profile", "make_system"]

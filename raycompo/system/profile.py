@@ -166,6 +166,14 @@ def load_profile(spec: str | Profile | dict) -> Profile:
     return parse_profile(_read_yaml(path), where=str(path), base=path.resolve().parent)
 
 
+def canonical_system(spec: str | None) -> str | None:
+    """`spec` as config.json records it: a built-in name as is, a YAML path made absolute
+    (so that `--resume` from another folder finds the same file)."""
+    if spec is None or spec in PROFILES or not isinstance(spec, str):
+        return spec
+    return str(Path(spec).resolve())
+
+
 def _read_yaml(path: Path) -> dict:
     import yaml
 

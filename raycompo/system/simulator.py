@@ -29,9 +29,18 @@ COUNTERS = ("drawn", "online", "selected", "dropped", "wasted_s", "waited_s")
 cohort, dropped, device-seconds of dropped work, seconds an exchange waited for it."""
 
 
+def check_profile(profile: Profile, seed: int, n_clients: int) -> None:
+    """Read and check a profile's files against a population of `n_clients` (a device CSV
+    listing every client, a trace naming only clients that exist): ConfigError if not."""
+    DeviceModel(profile.devices, seed, n_clients, 1)
+    make_availability(profile.availability, seed, n_clients)
+
+
 class System:
     """A profile applied to a population of `n_clients` and a model of `model_size`
     parameters (`model_bytes` bytes: the first round's predicted payload each way)."""
+
+    on = True
 
     def __init__(self, profile: Profile, seed: int, n_clients: int, model_size: int, model_bytes: int):
         self.profile = profile
@@ -206,3 +215,33 @@ class System:
         self.now, self.wasted_s = float(state["now"]), float(state["wasted_s"])
         self.workload = [Workload(*map(float, w)) for w in state["workload"]]
         self.counters = {k: {int(c): v for c, v in state["counters"].get(k, [])} for k in COUNTERS}
+
+
+class NoSystem:
+    """No simulated system (a run without --system): cohorts are the engine's own draws, no
+    column is added, nothing is saved. Lets the engine call the same methods either way."""
+
+    on = False
+
+    def begin_round(self, round_: int) -> None:
+        pass
+
+    def end_round(self) -> None:
+        pass
+
+    def select(self, m: int, stream: int, plain_draw: Callable[[int], list[int]]) -> list[int]:
+        return plain_draw(m)
+
+    def columns(self) -> dict[str, Any]:
+        return {}
+
+    def state(self) -> None:
+        return None
+
+
+def make_system(profile: Profile | None, seed: int, n_clients: int, model_size: int,
+                model_bytes: int) -> System | NoSystem:
+    """The run's system: a `System` of `profile`, or `NoSystem()` when it is None."""
+    if profile is None:
+        return NoSystem()
+    return System(profile, seed, n_clients, model_size, model_bytes)
