@@ -160,7 +160,7 @@ def load_profile(spec: str | Profile | dict) -> Profile:
     if spec in PROFILES:
         return PROFILES[spec]
     path = Path(spec)
-    if path.suffix.lower() not in (".yaml", ".yml") and not path.exists():
+    if not _is_file_spec(spec):
         raise ConfigError(f"unknown system profile {spec!r}; choose one of: {', '.join(PROFILES)}, or give a "
                           "YAML file path (.yaml / .yml)")
     return parse_profile(_read_yaml(path), where=str(path), base=path.resolve().parent)
@@ -169,9 +169,13 @@ def load_profile(spec: str | Profile | dict) -> Profile:
 def canonical_system(spec: str | None) -> str | None:
     """`spec` as config.json records it: a built-in name as is, a YAML path made absolute
     (so that `--resume` from another folder finds the same file)."""
-    if spec is None or spec in PROFILES or not isinstance(spec, str):
-        return spec
+    if spec is None or spec in PROFILES or not isinstance(spec, str) or not _is_file_spec(spec):
+        return spec  # (an unknown name is reported as such by load_profile)
     return str(Path(spec).resolve())
+
+
+def _is_file_spec(spec: str) -> bool:
+    return Path(spec).suffix.lower() in (".yaml", ".yml") or Path(spec).exists()
 
 
 def _read_yaml(path: Path) -> dict:
