@@ -64,7 +64,7 @@ class RunConfig:
     as several chunks."""
     system: str | None = None
     """A simulated system (raycompo/system/, docs/system.md): a built-in profile name
-    ('uniform', 'mobile') or a YAML file path. It adds the columns sim_time, dropped and
+    ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds the columns sim_time, dropped and
     wasted_s, and draws cohorts among online clients. None: no system, no such columns."""
 
     def __post_init__(self) -> None:

@@ -64,7 +64,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vectorize-memory", type=float, default=512.0, metavar="MB",
                    help="memory a host's batched chunk of clients may use (default 512)")
     p.add_argument("--system", default=None, metavar="PROFILE",
-                   help="simulate devices, availability and a clock: a built-in profile (uniform, mobile) or a YAML "
+                   help="simulate devices, availability and a clock: a built-in profile (uniform, mobile, mobile-sync, mobile-fastest) or a YAML "
                         "file; adds the columns sim_time, dropped, wasted_s (docs/system.md)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")

@@ -24,6 +24,8 @@ def write(tmp_path, name, text):
 def test_builtins_and_unknown_names():
     assert load_profile("uniform") is PROFILES["uniform"] and load_profile("mobile") is PROFILES["mobile"]
     assert PROFILES["uniform"].plain_selection and not PROFILES["mobile"].plain_selection
+    assert PROFILES["mobile-sync"].plain_selection and PROFILES["mobile-sync"].devices == PROFILES["mobile"].devices
+    assert PROFILES["mobile-fastest"].selection.over_selection == 2.0 and not PROFILES["mobile-fastest"].plain_selection
     with pytest.raises(ConfigError, match=r"unknown system profile 'phones'.*uniform, mobile"):
         load_profile("phones")
     with pytest.raises(ConfigError, match="does not exist"):

@@ -166,3 +166,20 @@ def test_example_profile_from_the_command_line(tmp_path):
     sim = [float(r[rows[0].index("sim_time")]) for r in rows[1:]]
     assert sim == sorted(sim) and sim[-1] > 0
     assert all(int(r[rows[0].index("dropped")]) == 1 for r in rows[2:])  # ceil(1.3 * 3) = 4 candidates, 3 kept
+
+
+def test_reproduction_runs_carry_their_system(tmp_path):
+    """The claim system-drop-vs-wait: each variant's runs use its profile, and commands.sh's
+    line for a run parses back to the same RunConfig (so it re-runs the same system)."""
+    import shlex
+
+    from raycompo.reproduce import CLAIMS
+    from raycompo.reproduce.runner import command, plan
+    from raycompo.run import build_parser, config_from_args
+
+    jobs = plan(CLAIMS["system-drop-vs-wait"], tmp_path, seeds=1)
+    assert {j.variant.label: j.cfg.system for j in jobs}["fedavg-drop"] == "mobile-fastest"
+    for j in jobs:
+        argv = shlex.split(command(j))[3:]
+        assert f"--system {j.cfg.system}" in command(j)
+        assert config_from_args(build_parser().parse_args(argv)) == dataclasses.replace(j.cfg)

@@ -145,6 +145,13 @@ PROFILES: dict[str, Profile] = {
         Selection(over_selection=1.3, deadline_s=300.0),
     ),
 }
+PROFILES["mobile-sync"] = Profile("mobile-sync", PROFILES["mobile"].devices)
+"""`mobile`'s devices, always online, no over-selection: the server waits for every client
+it drew (the straggler-bound synchronous round; the same cohorts as a run without --system)."""
+PROFILES["mobile-fastest"] = Profile("mobile-fastest", PROFILES["mobile"].devices, Availability(),
+                                     Selection(over_selection=2.0))
+"""`mobile`'s devices, always online, twice the cohort drawn and the faster half kept: slow
+clients are dropped (the other extreme of `mobile-sync`)."""
 """Built-in profiles (docs/system.md says where their numbers come from)."""
 
 
