@@ -183,3 +183,11 @@ def test_reproduction_runs_carry_their_system(tmp_path):
         argv = shlex.split(command(j))[3:]
         assert f"--system {j.cfg.system}" in command(j)
         assert config_from_args(build_parser().parse_args(argv)) == dataclasses.replace(j.cfg)
+
+
+def test_deterministic_per_seed():
+    a = run(fedavg(rounds=2, system="mobile"))
+    b = run(fedavg(rounds=2, system="mobile"))
+    c = run(dataclasses.replace(fedavg(rounds=2, system="mobile"), seed=1))
+    assert [r["sim_time"] for r in a.rows] == [r["sim_time"] for r in b.rows]
+    assert a.rows[-1]["sim_time"] != c.rows[-1]["sim_time"]  # other devices, other cohorts
