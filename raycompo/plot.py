@@ -214,7 +214,7 @@ def curve(line: Line, metric: str, x: str):
     import numpy as np
     import pandas as pd
 
-    from raycompo.reproduce.stats import t_quantile
+    from raycompo.stats import t_quantile
 
     ys, xs = [], []
     for r in line.runs:

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from raycompo.engine.observers import Observer, Row
 from raycompo.errors import ConfigError
+from raycompo.observers import Observer, Row
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
 RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt")

@@ -23,7 +23,7 @@ import torch
 from raycompo.config import Resolved, RunConfig, resolve
 from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import Ledger, exchange_cost
-from raycompo.engine.pools import Pool
+from raycompo.engine.pools import Pool, make_pool
 from raycompo.errors import ConfigError
 from raycompo.seeding import SERVER, generator
 from raycompo.system import System, make_system
@@ -292,7 +292,5 @@ class Federation:
 
 
 def default_pool(resolved: Resolved) -> Pool:
-    """The pool of the config's backend, from the one backend registry."""
-    from raycompo.backends import make_pool
-
+    """The pool of the config's backend (`engine.pools.POOLS`)."""
     return make_pool(resolved)

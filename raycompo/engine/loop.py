@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from raycompo.engine.observers import Observer, Row
+from raycompo.observers import Observer, Row
 
 MAX_ROUNDS_PER_CALL = 50
 """At most this many rounds in one call to a remote driver."""
