@@ -43,7 +43,9 @@ above it in this list; `a | b`: siblings that do not import each other; checked 
   plugins              names, specs and entry points -> classes (list_algorithms,
                        list_tasks); shipping user code to Ray
   vectorize            which client phases run batched (--vectorize), and why not
-  system/              the simulated system clock (when it lands)
+  system/              the simulated system: profiles, devices, availability, the clock,
+                       over-selection and deadlines (imports only errors, settings,
+                       seeding, costs)
   config               a run's configuration, resolved into validated settings
   results              the run folder: config.json, metrics.csv, resuming
   engine/              runs an algorithm over clients: hosts, pools (inline, Ray actors),
