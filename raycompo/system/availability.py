@@ -32,6 +32,9 @@ from raycompo.system.profile import Availability as Spec
 DAY_S = 86400.0
 SEARCH_MAX = 100_000
 """Slots (Bernoulli) or days (diurnal) `next_online` looks ahead before it answers None."""
+CACHE_MAX = 200_000
+"""Clients whose time-zone offset is kept (a pure function of (seed, client): dropping one
+loses only time)."""
 
 
 class Always:
@@ -39,6 +42,8 @@ class Always:
 
     population: list[int] | None = None
     """The clients that can ever be online when not all of them (a trace's); None: all."""
+    always = True
+    """Every client online at every time (nothing to look up)."""
 
     def online(self, c: int, t: float) -> bool:
         return True
@@ -49,6 +54,8 @@ class Always:
 
 class Bernoulli(Always):
     """Online in slot k = floor(t / slot_s) with probability p, independently per (client, slot)."""
+
+    always = False
 
     def __init__(self, p: float, slot_s: float, seed: int):
         self.p, self.slot_s = p, slot_s
@@ -73,30 +80,40 @@ class Bernoulli(Always):
 class Diurnal(Always):
     """Online `online_hours` a day from `start_hour` in the client's own time zone."""
 
+    always = False
+
     def __init__(self, online_hours: float, start_hour: float, p_day: float, seed: int):
         self.window = online_hours * 3600.0
         self.start = start_hour * 3600.0
         self.p_day = p_day
         self._zone = draws.prefix(seed, draws.ZONE)
         self._day = draws.prefix(seed, draws.DAY)
+        self._offsets: dict[int, float] = {}
 
     def _local(self, c: int, t: float) -> float:
         """Seconds since the client's first window began (its time zone's offset added),
         to the microsecond: a window's start found by `next_online` reads back as online."""
-        return round(t + draws.unit(self._zone, c) * DAY_S - self.start, 6)
+        off = self._offsets.get(c)
+        if off is None:
+            if len(self._offsets) >= CACHE_MAX:
+                self._offsets.clear()
+            off = self._offsets[c] = draws.unit(self._zone, c) * DAY_S - self.start
+        return round(t + off, 6)
 
     def _day_on(self, c: int, day: int) -> bool:
         return self.p_day >= 1.0 or draws.unit(self._day, c, day & ((1 << 63) - 1)) < self.p_day
 
     def online(self, c: int, t: float) -> bool:
-        x = self._local(c, t)
+        return self._online_at(c, self._local(c, t))
+
+    def _online_at(self, c: int, x: float) -> bool:
         day = math.floor(x / DAY_S)
         return x - day * DAY_S < self.window and self._day_on(c, day)
 
     def next_online(self, c: int, t: float) -> float | None:
-        if self.online(c, t):
-            return t
         x = self._local(c, t)
+        if self._online_at(c, x):
+            return t
         day = math.floor(x / DAY_S) + 1  # today's window is over or was skipped
         for d in range(day, day + SEARCH_MAX):
             if self._day_on(c, d):
@@ -106,6 +123,8 @@ class Diurnal(Always):
 
 class Trace(Always):
     """Per-client on-line intervals, optionally repeating every `period_s`."""
+
+    always = False
 
     def __init__(self, intervals: dict[int, tuple[list[float], list[float]]], period_s: float | None):
         self.intervals = intervals

@@ -59,6 +59,7 @@ class DeviceModel:
         self.flop_per_sample = spec.flop_per_sample_per_param * model_size
         """FLOP of one sample (flop_per_sample_per_param * d)."""
         self._cache: dict[int, Device] = {}
+        self._rates: dict[int, tuple[float, float, float, float]] = {}
         self._rows: list[Device] | None = None
         self._by_client = False
         if spec.csv is not None:
@@ -71,6 +72,18 @@ class DeviceModel:
     def seconds_per_sample(self, device: Device) -> float:
         """Compute seconds of one sample on `device`: flop_per_sample_per_param * d / flops."""
         return self.flop_per_sample / device.flops
+
+    def rates(self, c: int) -> tuple[float, float, float, float]:
+        """(2 * latency, seconds per byte down, per byte up, per sample) of client c's
+        device: the terms of `clock.member_time`, cached (an exchange of every client reads
+        them once per member)."""
+        r = self._rates.get(c)
+        if r is None:
+            if len(self._rates) >= CACHE_MAX:
+                self._rates.clear()
+            d = self.device(c)
+            r = self._rates[c] = (2 * d.latency, 1.0 / d.downlink, 1.0 / d.uplink, self.seconds_per_sample(d))
+        return r
 
     def device(self, c: int) -> Device:
         d = self._cache.get(c)

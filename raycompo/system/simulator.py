@@ -15,7 +15,7 @@ from raycompo.costs import ExchangeCost
 from raycompo.errors import ConfigError
 from raycompo.system import draws
 from raycompo.system.availability import make_availability
-from raycompo.system.clock import Workload, exchange_workload, member_time, predicted_time
+from raycompo.system.clock import Workload, exchange_workload, predicted_time
 from raycompo.system.deadline import candidates_for, choose
 from raycompo.system.devices import DeviceModel
 from raycompo.system.profile import Profile
@@ -160,9 +160,11 @@ class System:
         if cost.round != self._round:
             self.begin_round(cost.round)
         t, worst = self.now, 0.0
+        check = not self.availability.always
+        rates = self.devices.rates
         for i, c in enumerate(cost.clients):
             wait = 0.0
-            if c not in self._members:
+            if check and c not in self._members:
                 start = self.availability.next_online(c, t)
                 if start is None:
                     raise ConfigError(
@@ -172,10 +174,10 @@ class System:
                 wait = start - t
                 if wait > 0:
                     self._add("waited_s", c, wait)
-            device = self.devices.device(c)
-            took = wait + member_time(device, self.devices.seconds_per_sample(device), cost.samples[i],
-                                      cost.bytes_down[i], cost.bytes_up[i])
-            worst = max(worst, took)
+            fixed, per_down, per_up, per_sample = rates(c)  # = member_time(device, ...), its terms cached
+            took = wait + fixed + cost.bytes_down[i] * per_down + cost.samples[i] * per_sample + cost.bytes_up[i] * per_up
+            if took > worst:
+                worst = took
         self.now = t + worst
         self._work.append(exchange_workload(cost))
 
