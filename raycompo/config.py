@@ -114,6 +114,9 @@ class Resolved:
     resolution (None where it was not: `resolve(check_clients=False)`)."""
     system_profile: Any = None
     """The simulated system's validated `raycompo.system.Profile` (None: no --system)."""
+    system_tables: Any = None
+    """Its files' content (`raycompo.system.simulator.Tables`), read once here: the driver,
+    wherever it runs, needs no access to them."""
 
     def make_task(self):
         return self.task_cls(self.task_settings, self.config.seed, self.config.data_dir)
@@ -241,7 +244,8 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     from raycompo.vectorize import plan
 
     vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
+    tables = None
     if profile is not None and task is not None:
-        check_profile(profile, cfg.seed, n_clients)  # its files against the clients: an error now, not mid-run
+        tables = check_profile(profile, cfg.seed, n_clients)  # its files against the clients: an error now, not mid-run
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
-                    vectorized if task is not None else None, profile)
+                    vectorized if task is not None else None, profile, tables)

@@ -191,3 +191,23 @@ def test_deterministic_per_seed():
     c = run(dataclasses.replace(fedavg(rounds=2, system="mobile"), seed=1))
     assert [r["sim_time"] for r in a.rows] == [r["sim_time"] for r in b.rows]
     assert a.rows[-1]["sim_time"] != c.rows[-1]["sim_time"]  # other devices, other cohorts
+
+
+def test_the_driver_needs_no_access_to_the_profiles_files(tmp_path):
+    """A trace and a device table are read once at resolution and travel with the run (a
+    driver actor on another node never opens them)."""
+    from raycompo.config import resolve
+
+    (tmp_path / "d.csv").write_text("flops,uplink_bytes_per_s,downlink_bytes_per_s,latency_s\n1e9,1e5,1e6,0.1\n")
+    (tmp_path / "t.csv").write_text("client,start_s,end_s\n" + "".join(f"{c},0,1000\n" for c in range(40)))
+    (tmp_path / "p.yaml").write_text("devices: {csv: d.csv}\navailability: {kind: trace, path: t.csv}\n")
+    resolved = resolve(fedavg(rounds=1, system=str(tmp_path / "p.yaml")).canonical())
+    for name in ("d.csv", "t.csv", "p.yaml"):
+        (tmp_path / name).unlink()
+    fed = Federation(resolved)
+    try:
+        row = fed.run_round()
+    finally:
+        fed.close()
+    assert row["sim_time"] == pytest.approx(0.2 + row["bytes_down"] / 6 / 1e6 + row["bytes_up"] / 6 / 1e5
+                                            + row["samples"] / 6 * 6 * fed.w.numel() / 1e9)

@@ -164,7 +164,7 @@ class Federation:
         self.counting = True
         """False turns counting off (the overhead benchmark only): no cost columns change."""
         self.system = make_system(r.system_profile, self.seed, self.n_clients, self.w.numel(),
-                                  self.w.numel() * self.w.element_size())
+                                  self.w.numel() * self.w.element_size(), r.system_tables)
         """The simulated system (raycompo/system/; `NoSystem` without --system): it chooses the
         cohorts, its clock hears every exchange (an `exchange_listeners` entry), it adds the
         columns sim_time, dropped, wasted_s."""

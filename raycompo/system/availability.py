@@ -202,13 +202,16 @@ def read_trace(path: str, n_clients: int, period_s: float | None) -> dict[int, t
     return out
 
 
-def make_availability(spec: Spec, seed: int, n_clients: int) -> Always:
-    """The availability model of a profile's section (a trace is read and checked here)."""
+def make_availability(spec: Spec, seed: int, n_clients: int,
+                      intervals: dict[int, tuple[list[float], list[float]]] | None = None) -> Always:
+    """The availability model of a profile's section; a trace's `intervals` as `read_trace`
+    returned them (None: the trace is read and checked here)."""
     if spec.kind == "bernoulli":
         return Bernoulli(spec.p, spec.slot_s, seed)
     if spec.kind == "diurnal":
         return Diurnal(spec.online_hours, spec.start_hour, spec.p_day, seed)
     if spec.kind == "trace":
         assert spec.trace is not None
-        return Trace(read_trace(spec.trace, n_clients, spec.period_s), spec.period_s)
+        return Trace(intervals if intervals is not None else read_trace(spec.trace, n_clients, spec.period_s),
+                     spec.period_s)
     return Always()

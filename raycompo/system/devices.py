@@ -52,7 +52,9 @@ class Device:
 class DeviceModel:
     """`device(c)`: client c's Device, from the profile's distributions or its CSV."""
 
-    def __init__(self, spec: Devices, seed: int, n_clients: int, model_size: int):
+    def __init__(self, spec: Devices, seed: int, n_clients: int, model_size: int,
+                 table: tuple[list[Device], bool] | None = None):
+        """`table`: the CSV's content as `read_devices_csv` returned it (None: read it here)."""
         self.spec = spec
         self.seed = seed
         self.n_clients = n_clients
@@ -63,7 +65,7 @@ class DeviceModel:
         self._rows: list[Device] | None = None
         self._by_client = False
         if spec.csv is not None:
-            self._rows, self._by_client = read_devices_csv(spec.csv, n_clients)
+            self._rows, self._by_client = table if table is not None else read_devices_csv(spec.csv, n_clients)
         self._pre = {p: draws.prefix(seed, p) for p in (draws.DEVICE_CLASS, draws.DEVICE_FLOPS, draws.UPLINK,
                                                          draws.DOWNLINK, draws.LATENCY, draws.DEVICE_ROW)}
         total = sum(c.weight for c in spec.classes)

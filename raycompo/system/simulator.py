@@ -9,15 +9,16 @@ resumed run continues the same clock.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from raycompo.costs import ExchangeCost
 from raycompo.errors import ConfigError
 from raycompo.system import draws
-from raycompo.system.availability import make_availability
+from raycompo.system.availability import make_availability, read_trace
 from raycompo.system.clock import Workload, exchange_workload, predicted_time
 from raycompo.system.deadline import candidates_for, choose
-from raycompo.system.devices import DeviceModel
+from raycompo.system.devices import Device, DeviceModel, read_devices_csv
 from raycompo.system.profile import Profile
 
 COLUMNS = ("sim_time", "dropped", "wasted_s")
@@ -29,11 +30,25 @@ COUNTERS = ("drawn", "online", "selected", "dropped", "wasted_s", "waited_s")
 cohort, dropped, device-seconds of dropped work, seconds an exchange waited for it."""
 
 
-def check_profile(profile: Profile, seed: int, n_clients: int) -> None:
+@dataclass(frozen=True)
+class Tables:
+    """What a profile's files hold, read once where the run is resolved: the driver (in
+    this process or a Ray actor, maybe on another node) gets them with the run's settings
+    and never opens a path that may not exist there."""
+
+    devices: tuple[list[Device], bool] | None = None
+    """A device CSV's devices and whether they are by client id (`read_devices_csv`)."""
+    trace: dict[int, tuple[list[float], list[float]]] | None = None
+    """An availability trace's intervals by client (`read_trace`)."""
+
+
+def check_profile(profile: Profile, seed: int, n_clients: int) -> Tables:
     """Read and check a profile's files against a population of `n_clients` (a device CSV
-    listing every client, a trace naming only clients that exist): ConfigError if not."""
-    DeviceModel(profile.devices, seed, n_clients, 1)
-    make_availability(profile.availability, seed, n_clients)
+    listing every client, a trace naming only clients that exist): their content, or a
+    ConfigError naming the file and what is wrong."""
+    d, a = profile.devices, profile.availability
+    return Tables(read_devices_csv(d.csv, n_clients) if d.csv is not None else None,
+                  read_trace(a.trace, n_clients, a.period_s) if a.kind == "trace" and a.trace is not None else None)
 
 
 class System:
@@ -42,11 +57,14 @@ class System:
 
     on = True
 
-    def __init__(self, profile: Profile, seed: int, n_clients: int, model_size: int, model_bytes: int):
+    def __init__(self, profile: Profile, seed: int, n_clients: int, model_size: int, model_bytes: int,
+                 tables: Tables | None = None):
+        """`tables`: the profile's files as `check_profile` read them (None: read them here)."""
         self.profile = profile
         self.n_clients = n_clients
-        self.devices = DeviceModel(profile.devices, seed, n_clients, model_size)
-        self.availability = make_availability(profile.availability, seed, n_clients)
+        tables = tables if tables is not None else check_profile(profile, seed, n_clients)
+        self.devices = DeviceModel(profile.devices, seed, n_clients, model_size, tables.devices)
+        self.availability = make_availability(profile.availability, seed, n_clients, tables.trace)
         self._candidate = draws.prefix(seed, draws.CANDIDATE)
         self.now = 0.0
         """Simulated seconds since the run began (metrics.csv's `sim_time`)."""
@@ -242,8 +260,9 @@ class NoSystem:
 
 
 def make_system(profile: Profile | None, seed: int, n_clients: int, model_size: int,
-                model_bytes: int) -> System | NoSystem:
-    """The run's system: a `System` of `profile`, or `NoSystem()` when it is None."""
+                model_bytes: int, tables: Tables | None = None) -> System | NoSystem:
+    """The run's system: a `System` of `profile` (its files' `tables` as read at
+    resolution), or `NoSystem()` when it is None."""
     if profile is None:
         return NoSystem()
-    return System(profile, seed, n_clients, model_size, model_bytes)
+    return System(profile, seed, n_clients, model_size, model_bytes, tables)
