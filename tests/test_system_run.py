@@ -211,3 +211,13 @@ def test_the_driver_needs_no_access_to_the_profiles_files(tmp_path):
         fed.close()
     assert row["sim_time"] == pytest.approx(0.2 + row["bytes_down"] / 6 / 1e6 + row["bytes_up"] / 6 / 1e5
                                             + row["samples"] / 6 * 6 * fed.w.numel() / 1e9)
+
+
+def test_resume_refuses_a_profile_whose_files_changed(tmp_path):
+    (tmp_path / "d.csv").write_text("flops,uplink_bytes_per_s,downlink_bytes_per_s,latency_s\n1e9,1e5,1e6,0.1\n")
+    (tmp_path / "p.yaml").write_text("devices: {csv: d.csv}\n")
+    out = tmp_path / "run"
+    run(fedavg(rounds=2, system=str(tmp_path / "p.yaml")), out=str(out), checkpoint_every=2)
+    (tmp_path / "d.csv").write_text("flops,uplink_bytes_per_s,downlink_bytes_per_s,latency_s\n2e9,1e5,1e6,0.1\n")
+    with pytest.raises(ConfigError, match="belongs to another run"):
+        raycompo.resume(out, rounds=3)
