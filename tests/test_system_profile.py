@@ -52,6 +52,8 @@ selection: {over_selection: 1.5, deadline_s: 30, max_attempts: 3}
     ("availability: {kind: weekly}\n", r"kind must be one of always, bernoulli, diurnal, trace, got 'weekly'"),
     ("availability: {kind: bernoulli, online_hours: 3}\n", r"unknown key\(s\) online_hours; accepted: kind, p, slot_s"),
     ("availability: {kind: bernoulli, p: 0}\n", "no client is ever online"),
+    ("availability: {kind: bernoulli, p: 0.0001}\n", r"too rarely to simulate\); give p in \[0.001, 1\]"),
+    ("availability: {kind: diurnal, p_day: 0}\n", "no client is ever online"),
     ("availability: {kind: diurnal, online_hours: 0}\n", "no client is ever online"),
     ("availability: {kind: bernoulli, p: 1.5}\n", r"p must be in \[0, 1\], got 1.5"),
     ("availability: {kind: trace}\n", "needs a path"),

@@ -30,8 +30,10 @@ from raycompo.system import draws
 from raycompo.system.profile import Availability as Spec
 
 DAY_S = 86400.0
-SEARCH_MAX = 100_000
-"""Slots (Bernoulli) or days (diurnal) `next_online` looks ahead before it answers None."""
+SEARCH_MAX = 20_000
+"""Slots (Bernoulli) or days (diurnal) `next_online` looks ahead before it answers None.
+Profiles refuse p and p_day below `profile.MIN_P` = 0.001, so a client that is online at all is
+found within it but with probability (1 - 0.001)^20000 < 1e-8."""
 CACHE_MAX = 200_000
 """Clients whose time-zone offset is kept (a pure function of (seed, client): dropping one
 loses only time)."""

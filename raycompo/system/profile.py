@@ -129,6 +129,9 @@ class Profile:
 
 
 KINDS = ("always", "bernoulli", "diurnal", "trace")
+MIN_P = 0.001
+"""The smallest probability of being online (Bernoulli `p`, diurnal `p_day`) a profile takes:
+below it `next_online` could not find a client's next slot or day in bounded time."""
 
 PROFILES: dict[str, Profile] = {
     "uniform": Profile("uniform"),
@@ -312,15 +315,16 @@ def _availability(d: dict, where: str, base: Path) -> Availability:
     _known(d, ("kind", *accepted), f"{where} (kind {kind})")
     if kind == "bernoulli":
         p = number(d.get("p", 0.5), "p", where, strict=False, high=1.0)
-        if p == 0:
-            raise ConfigError(f"{where}: p=0 means no client is ever online; give p in (0, 1]")
+        if p < MIN_P:
+            raise ConfigError(f"{where}: p={p:g} means no client is ever online (or too rarely to simulate); "
+                              f"give p in [{MIN_P:g}, 1]")
         return Availability(kind, p=p, slot_s=number(d.get("slot_s", 600.0), "slot_s", where))
     if kind == "diurnal":
         hours = number(d.get("online_hours", 6.0), "online_hours", where, strict=False, high=24.0)
         p_day = number(d.get("p_day", 1.0), "p_day", where, strict=False, high=1.0)
-        if hours == 0 or p_day == 0:
-            raise ConfigError(f"{where}: online_hours={hours:g}, p_day={p_day:g} means no client is ever online; "
-                              "give online_hours in (0, 24] and p_day in (0, 1]")
+        if hours == 0 or p_day < MIN_P:
+            raise ConfigError(f"{where}: online_hours={hours:g}, p_day={p_day:g} means no client is ever online (or "
+                              f"too rarely to simulate); give online_hours in (0, 24] and p_day in [{MIN_P:g}, 1]")
         start = number(d.get("start_hour", 0.0), "start_hour", where, strict=False, high=24.0)
         return Availability(kind, online_hours=hours, start_hour=start, p_day=p_day)
     if kind == "trace":

@@ -162,7 +162,8 @@ class System:
                 offline.append(c)
         if len(online) >= k:
             return online, t
-        later = sorted((nt, c) for c in offline if (nt := self.availability.next_online(c, t)) is not None)
+        # the earliest check-ins among the first offline ones drawn (bounded work per round)
+        later = sorted((nt, c) for c in offline[: 2 * k + 10] if (nt := self.availability.next_online(c, t)) is not None)
         if len(online) + len(later) < m:
             raise ConfigError(
                 f"system profile {self.profile.name!r}: round {self._round} needs {m} clients, but of the {len(seen)} "
