@@ -221,3 +221,11 @@ def test_resume_refuses_a_profile_whose_files_changed(tmp_path):
     (tmp_path / "d.csv").write_text("flops,uplink_bytes_per_s,downlink_bytes_per_s,latency_s\n2e9,1e5,1e6,0.1\n")
     with pytest.raises(ConfigError, match="belongs to another run"):
         raycompo.resume(out, rounds=3)
+
+
+def test_batched_path_gives_the_same_clock():
+    """--vectorize on is an execution strategy: the same exchanges, hence the same clock."""
+    per_client = run(fedavg(rounds=2, system="mobile", vectorize="off"))
+    batched = run(fedavg(rounds=2, system="mobile", vectorize="on"))
+    assert [r["sim_time"] for r in batched.rows] == pytest.approx([r["sim_time"] for r in per_client.rows], rel=1e-12)
+    assert [r["dropped"] for r in batched.rows] == [r["dropped"] for r in per_client.rows]
