@@ -131,7 +131,7 @@ class System:
         raise ConfigError(
             f"system profile {self.profile.name!r}: round {self._round} was abandoned {sel.max_attempts} times in a "
             f"row: fewer than {m} of the candidates were predicted to finish within deadline_s={sel.deadline_s:g} s "
-            f"(the fastest took {fastest:.3g} s). Raise selection.deadline_s or selection.over_selection")
+            f"(the fastest was predicted to take {fastest:.3g} s). Raise selection.deadline_s or selection.over_selection")
 
     def _candidates(self, m: int, stream: int, attempt: int) -> tuple[list[int], float]:
         """(ceil(over_selection * m) candidates online at `now`, or at the returned later
