@@ -115,6 +115,10 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
             for f in dataclasses.fields(cls.Settings):
                 default = f.default if f.default is not dataclasses.MISSING else "(required)"
                 lines.append(f"      {f.name} = {default!r}  {docs.get(f.name, '')}")
+    from raycompo.system import PROFILES
+
+    lines.append("system profiles (--system NAME, or a YAML file; docs/system.md):")
+    lines += [f"  {name}  {p.description}" for name, p in PROFILES.items()]
     return "\n".join(lines)
 
 

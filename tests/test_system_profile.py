@@ -47,7 +47,7 @@ selection: {over_selection: 1.5, deadline_s: 30, max_attempts: 3}
 
 
 @pytest.mark.parametrize("text, message", [
-    ("name: x\nspeed: 3\n", r"unknown key\(s\) speed; accepted: name, devices, availability, selection"),
+    ("name: x\nspeed: 3\n", r"unknown key\(s\) speed; accepted: name, description, devices, availability, selection"),
     ("devices: {flopz: 1}\n", r"unknown key\(s\) flopz; accepted: classes, flops_sigma"),
     ("availability: {kind: weekly}\n", r"kind must be one of always, bernoulli, diurnal, trace, got 'weekly'"),
     ("availability: {kind: bernoulli, online_hours: 3}\n", r"unknown key\(s\) online_hours; accepted: kind, p, slot_s"),

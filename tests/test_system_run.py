@@ -151,6 +151,9 @@ def test_command_line(tmp_path, capsys):
     assert main(["--task", "synthetic", "--algo", "fedavg", "--rounds", "1", "--backend", "inline", "--quiet",
                  "--system", str(tmp_path / "missing.yaml")]) == 2
     assert "missing.yaml does not exist" in capsys.readouterr().err
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out.split("system profiles", 1)[1]
+    assert all(f"\n  {name}  " in listed for name in ("uniform", "mobile", "mobile-sync", "mobile-fastest"))
 
 
 def test_example_profile_from_the_command_line(tmp_path):

@@ -2,6 +2,7 @@
 selection policy are. A built-in name (`PROFILES`) or a YAML file of the same shape.
 
     name: my-phones
+    description: low- and high-end phones   # shown by --list
     devices:                       # drawn per client from (seed, client id)
       classes:                     # device classes, drawn with these weights
         - {name: low, weight: 0.4, flops: 1.0e9}
@@ -115,6 +116,8 @@ class Profile:
     devices: Devices = field(default_factory=Devices)
     availability: Availability = field(default_factory=Availability)
     selection: Selection = field(default_factory=Selection)
+    description: str = ""
+    """One line on what it models (shown by `python -m raycompo.run --list`)."""
 
     def record(self) -> dict[str, Any]:
         """Plain JSON values: what config.json and the checkpoint fingerprint hold."""
@@ -134,7 +137,7 @@ MIN_P = 0.001
 below it `next_online` could not find a client's next slot or day in bounded time."""
 
 PROFILES: dict[str, Profile] = {
-    "uniform": Profile("uniform"),
+    "uniform": Profile("uniform", description="equal devices (1e10 FLOP/s, 10 Mbit/s both ways, 50 ms), always online"),
     "mobile": Profile(
         "mobile",
         Devices(
@@ -146,16 +149,19 @@ PROFILES: dict[str, Profile] = {
         ),
         Availability("diurnal", online_hours=6.0, start_hour=0.0, p_day=0.9),
         Selection(over_selection=1.3, deadline_s=300.0),
+        "heterogeneous phones, online 6 h a night, 130 % over-selection, a 300 s deadline",
     ),
 }
-PROFILES["mobile-sync"] = Profile("mobile-sync", PROFILES["mobile"].devices)
+PROFILES["mobile-sync"] = Profile(
+    "mobile-sync", PROFILES["mobile"].devices,
+    description="mobile's devices, always online; the server waits for every client it drew")
 """`mobile`'s devices, always online, no over-selection: the server waits for every client
 it drew (the straggler-bound synchronous round; the same cohorts as a run without --system)."""
-PROFILES["mobile-fastest"] = Profile("mobile-fastest", PROFILES["mobile"].devices, Availability(),
-                                     Selection(over_selection=2.0))
+PROFILES["mobile-fastest"] = Profile(
+    "mobile-fastest", PROFILES["mobile"].devices, Availability(), Selection(over_selection=2.0),
+    "mobile's devices, always online; twice the cohort drawn, the faster half kept")
 """`mobile`'s devices, always online, twice the cohort drawn and the faster half kept: slow
 clients are dropped (the other extreme of `mobile-sync`)."""
-"""Built-in profiles (docs/system.md says where their numbers come from)."""
 
 
 def load_profile(spec: str | Profile | dict) -> Profile:
@@ -210,15 +216,19 @@ def _read_yaml(path: Path) -> dict:
 
 def parse_profile(data: dict, where: str, base: Path) -> Profile:
     """Check every field of a profile mapping; `base` is the folder of relative paths."""
-    _known(data, ("name", "devices", "availability", "selection"), where)
+    _known(data, ("name", "description", "devices", "availability", "selection"), where)
     name = data.get("name", Path(where).stem)
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{where}: name must be a non-empty string, got {name!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{where}: description must be a string, got {description!r}")
     return Profile(
         name,
         _devices(_section(data, "devices", where), f"{where}: devices", base),
         _availability(_section(data, "availability", where), f"{where}: availability", base),
         _selection(_section(data, "selection", where), f"{where}: selection"),
+        description,
     )
 
 
