@@ -30,22 +30,21 @@ above it in this list; `a | b`: siblings that do not import each other; checked 
 `lint-imports`, see docs/architecture.md):
 
   errors               user-facing errors
-  settings | seeding | costs | lockfile | registry | backends | observers | stats
+  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats
                        typed settings dataclasses and `--set key=value`; seeded streams; the
-                       cost record of an exchange; file locks; discovery of built-ins; backend
-                       names; the Observer interface; t-intervals
-  problems | models | data
+                       cost record of an exchange; the cost limits a run stops at; file locks;
+                       discovery of built-ins; backend names; the Observer interface; t-intervals
+  problems | models | data | system/
                        compositional objectives as pure torch functions; models over a flat
-                       parameter vector; data sets and partitions
+                       parameter vector; data sets and partitions; the simulated system
+                       (profiles, devices, availability, the clock, deadlines; it imports
+                       only errors, settings, seeding, costs)
   tasks/               the papers' tasks (clients' data, model, loss, evaluation);
                        tasks/from_data: a task from the user's own arrays
   algorithms/          one file per algorithm: client phases + the server's round
   plugins              names, specs and entry points -> classes (list_algorithms,
                        list_tasks); shipping user code to Ray
   vectorize            which client phases run batched (--vectorize), and why not
-  system/              the simulated system: profiles, devices, availability, the clock,
-                       over-selection and deadlines (imports only errors, settings,
-                       seeding, costs)
   config               a run's configuration, resolved into validated settings
   results              the run folder: config.json, metrics.csv, resuming
   engine/              runs an algorithm over clients: hosts, pools (inline, Ray actors),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raycompo.backends import backend_names
+from raycompo.budget import check_budget
 from raycompo.errors import ConfigError
 from raycompo.settings import build, check_known, names, require
 
@@ -64,8 +65,13 @@ class RunConfig:
     as several chunks."""
     system: str | None = None
     """A simulated system (raycompo/system/, docs/system.md): a built-in profile name
-    ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds the columns sim_time, dropped and
-    wasted_s, and draws cohorts among online clients. None: no system, no such columns."""
+    ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds
+    the columns sim_time, dropped and wasted_s, and draws cohorts among online clients.
+    None: no system, no such columns."""
+    budget: dict[str, float] = field(default_factory=dict)
+    """End the run (status 'completed') at the first round whose cumulative cost column
+    reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/budget.py). Empty:
+    run all `rounds`."""
 
     def __post_init__(self) -> None:
         # A class (Python API) is recorded by the spec that finds it again.
@@ -221,6 +227,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
+    check_budget(cfg.budget, getattr(cfg, "system", None))
     from raycompo.system import check_profile, load_profile
 
     profile = load_profile(cfg.system) if cfg.system is not None else None

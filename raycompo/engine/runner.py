@@ -18,6 +18,7 @@ from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
+from raycompo.engine.ledger import BREAKDOWN_COLUMNS
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
@@ -25,7 +26,7 @@ from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
 from raycompo.observers import Callback, Observer, Observers, Row, RunInfo
-from raycompo.results import RunWriter, read_config
+from raycompo.results import COSTS_FILE, RunWriter, read_config
 from raycompo.tasks.base import Task
 from raycompo.vectorize import resolved_plan
 
@@ -43,12 +44,20 @@ class RunResult:
     placement, the user's code (spec and source digest) and the task's partition."""
     out: str | None = None
     """The run folder (None: nothing was written)."""
+    cost_rows: list[Row] = field(default_factory=list)
+    """The ledger's per-key costs by round (engine/ledger.py): one dict per (round,
+    direction, key) with its values and bytes, as the run folder's costs.csv holds them."""
 
     @property
     def metrics(self) -> pd.DataFrame:
         """The rows as a DataFrame with exactly the columns of metrics.csv (those of the
         first row, in its order; later rows' extra keys are not columns there either)."""
         return metrics_frame(self.rows)
+
+    @property
+    def costs(self) -> pd.DataFrame:
+        """`cost_rows` as a DataFrame (columns round, direction, key, values, bytes)."""
+        return pd.DataFrame(self.cost_rows, columns=list(BREAKDOWN_COLUMNS))
 
     @property
     def final(self) -> Row:
@@ -158,6 +167,7 @@ def run(
     fed = None
     failures = 0
     writer = None
+    cost_rows: list[Row] = []
     marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
     try:
         with signals.deferred():  # a signal while the folder is made is raised once it can be marked
@@ -206,6 +216,9 @@ def run(
                         writer.truncate(last)
                     # read back from disk when the run has a folder (see Checkpointer.latest)
                     restore_from = ckpt.latest()
+            cost_rows = fed.cost_breakdown()
+            if writer is not None:
+                writer.write_frames({COSTS_FILE: pd.DataFrame(cost_rows, columns=list(BREAKDOWN_COLUMNS))})
             if writer is not None and status == "completed":
                 writer.write_frames(fed.artifacts())
             watch.on_end(status, rows[-1] if rows else {})
@@ -223,7 +236,7 @@ def run(
         config = writer.config
     else:
         config.update(status=status, final=rows[-1] if rows else {}, rounds_done=int(rows[-1]["round"]) if rows else 0)
-    return RunResult(status, rows, config, out)
+    return RunResult(status, rows, config, out, cost_rows)
 
 
 ROUNDS_CALL_SECONDS = 0.2
