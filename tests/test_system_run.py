@@ -232,3 +232,11 @@ def test_batched_path_gives_the_same_clock():
     batched = run(fedavg(rounds=2, system="mobile", vectorize="on"))
     assert [r["sim_time"] for r in batched.rows] == pytest.approx([r["sim_time"] for r in per_client.rows], rel=1e-12)
     assert [r["dropped"] for r in batched.rows] == [r["dropped"] for r in per_client.rows]
+
+
+def test_a_sim_time_budget_ends_the_run_at_the_first_round_reaching_it():
+    full = run(fedavg(rounds=6, system="mobile"))
+    limit = (full.rows[3]["sim_time"] + full.rows[4]["sim_time"]) / 2  # reached in round 4
+    cut = run(dataclasses.replace(fedavg(rounds=6, system="mobile"), budget={"sim_time": limit}))
+    assert cut.status == "completed" and cut.rows[-1]["round"] == 4
+    assert [r["sim_time"] for r in cut.rows] == [r["sim_time"] for r in full.rows[:5]]
