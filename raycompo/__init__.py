@@ -30,10 +30,11 @@ above it in this list; `a | b`: siblings that do not import each other; checked 
 `lint-imports`, see docs/architecture.md):
 
   errors               user-facing errors
-  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats
+  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats | arguments
                        typed settings dataclasses and `--set key=value`; seeded streams; the
                        cost record of an exchange; the cost limits a run stops at; file locks;
-                       discovery of built-ins; backend names; the Observer interface; t-intervals
+                       discovery of built-ins; backend names; the Observer interface; t-intervals;
+                       what the public functions' arguments accept
   problems | models | data | system/
                        compositional objectives as pure torch functions; models over a flat
                        parameter vector; data sets and partitions; the simulated system
