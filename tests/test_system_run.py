@@ -240,3 +240,13 @@ def test_a_sim_time_budget_ends_the_run_at_the_first_round_reaching_it():
     cut = run(dataclasses.replace(fedavg(rounds=6, system="mobile"), budget={"sim_time": limit}))
     assert cut.status == "completed" and cut.rows[-1]["round"] == 4
     assert [r["sim_time"] for r in cut.rows] == [r["sim_time"] for r in full.rows[:5]]
+
+
+def test_python_api_takes_a_name_or_a_path_and_refuses_other_types(tmp_path):
+    from pathlib import Path
+
+    (tmp_path / "p.yaml").write_text("selection: {over_selection: 1.5}\n")
+    r = raycompo.run("synthetic", "fedavg", rounds=1, settings=FEDAVG, system=Path(tmp_path / "p.yaml"))
+    assert r.rows[-1]["dropped"] == 3 and r.config["system"] == str(tmp_path / "p.yaml")
+    with pytest.raises(ConfigError, match=r"raycompo.run: system must be a path .* got 5 \(an int\)"):
+        raycompo.run("synthetic", "fedavg", rounds=1, settings=FEDAVG, system=5)
