@@ -38,7 +38,8 @@ above it in this list; `a | b`: siblings that do not import each other; checked 
   problems | models | data | system/
                        compositional objectives as pure torch functions; models over a flat
                        parameter vector; data sets and partitions; the simulated system
-                       clock (when it lands)
+                       (profiles, devices, availability, the clock, deadlines; it imports
+                       only errors, settings, seeding, costs)
   tasks/               the papers' tasks (clients' data, model, loss, evaluation);
                        tasks/from_data: a task from the user's own arrays
   algorithms/          one file per algorithm: client phases + the server's round

@@ -227,6 +227,11 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
 
             if canonical("task" if key == "task" else "algorithm", value) != getattr(cfg, key):
                 differ.append(f"--{key} {value} (the run's is {getattr(cfg, key)})")
+        elif key == "system":
+            from raycompo.system import canonical_system
+
+            if canonical_system(value) != cfg.system:
+                differ.append(f"--system {value} (the run's is {cfg.system})")
         elif value != getattr(cfg, key):
             differ.append(f"--{key.replace('_', '-')} {value} (the run has {getattr(cfg, key)})")
     if differ:
@@ -251,7 +256,7 @@ def finished(folder: str | Path, rounds: int) -> dict[str, Any] | None:
     return stored if stored.get("status") == "completed" and done == rounds else None
 
 
-DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients")
+DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system")
 """RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them."""
 
 

@@ -27,6 +27,7 @@ from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.pools import Pool, make_pool
 from raycompo.errors import ConfigError
 from raycompo.seeding import SERVER, generator
+from raycompo.system import System, make_system
 
 EVAL_STREAM = 99
 """Server random stream of the evaluation sample (apart from the algorithms' streams)."""
@@ -62,23 +63,31 @@ def draw_cohort(n: int, m: int, gen: torch.Generator, randperm_max: int = RANDPE
 class RoundCtx:
     """What `server_round` sees (implements algorithms.base.RoundContext). With `counted`
     (a server round's context), every `map` / `map_each` is an exchange: recorded in the
-    federation's ledger and passed to its `exchange_listeners` (engine/ledger.py);
-    evaluation's contexts (`global_metrics`) are not counted."""
+    federation's ledger and passed to its `exchange_listeners` (engine/ledger.py), and
+    cohorts are chosen by the simulated system (`Federation.system`); evaluation's contexts
+    (`global_metrics`, `eval_clients`) are not counted and draw their own."""
 
     def __init__(self, fed: Federation, round_: int, counted: bool = False):
         self.fed = fed
         self.round = round_
         self.n_clients = fed.n_clients
         self.counted = counted and fed.counting
+        self.selects = counted
 
     def rng(self, stream: int = 0) -> torch.Generator:
         return generator(self.fed.seed, SERVER, self.round, stream)
 
     def sample(self, m: int, stream: int = 0) -> list[int]:
-        """m of n clients uniformly without replacement, sorted (`draw_cohort`)."""
+        """m of n clients without replacement, sorted: uniformly (`draw_cohort`), or, with a
+        simulated system, m of the clients online at the round's start, the first to finish
+        of an over-selected few (raycompo/system/simulator.py: `System.select`)."""
         if m >= self.n_clients:
             return list(range(self.n_clients))
-        return draw_cohort(self.n_clients, m, self.rng(stream))
+
+        def draw(k: int) -> list[int]:
+            return draw_cohort(self.n_clients, k, self.rng(stream))
+
+        return self.fed.system.select(m, stream, draw) if self.selects else draw(m)
 
     def _pool(self, phase: str) -> Pool:
         self.fed.algorithm.phase(phase)  # an undeclared phase fails here, not in an actor
@@ -155,6 +164,16 @@ class Federation:
         (e.g. the simulated system's clock). Empty by default."""
         self.counting = True
         """False turns counting off (the overhead benchmark only): no cost columns change."""
+        self.system = make_system(r.system_profile, self.seed, self.n_clients, self.w.numel(),
+                                  self.w.numel() * self.w.element_size(), r.system_tables)
+        """The simulated system (raycompo/system/; `NoSystem` without --system): it chooses the
+        cohorts, its clock hears every exchange (an `exchange_listeners` entry), it adds the
+        columns sim_time, dropped, wasted_s."""
+        self.client_columns: Callable[[list[int]], dict[int, dict]] | None = (
+            self.system.client_columns if isinstance(self.system, System) else None)
+        """With --system: {client id: its device and counters} for the clients asked (O(asked))."""
+        if isinstance(self.system, System):
+            self.exchange_listeners.append(self.system.on_exchange)
         self.stop_checks: list[Callable[[dict[str, Any]], str | None]] = []
         """Each sees a round's cost columns (`cost_columns`) once it ended; the first reason
         it returns ends the run there, status 'completed' (e.g. the config's budget)."""
@@ -193,15 +212,18 @@ class Federation:
 
     def initial_row(self) -> dict[str, Any]:
         return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
-                **self.ledger.columns()}
+                **self.cost_columns()}
 
     def cost_columns(self) -> dict[str, Any]:
-        """The cumulative cost columns of this round's row (engine/ledger.py)."""
-        return self.ledger.columns()
+        """The cumulative cost columns of this round's row (engine/ledger.py), then, with
+        --system, the simulated system's (sim_time, dropped, wasted_s)."""
+        return {**self.ledger.columns(), **self.system.columns()}
 
     def run_round(self) -> dict[str, Any]:
         t0 = time.perf_counter()
+        self.system.begin_round(self.round + 1)
         self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, counted=True), self.w, self.state)
+        self.system.end_round()
         self.round += 1
         self.ledger.close_round(self.round)
         round_time = time.perf_counter() - t0
@@ -267,6 +289,7 @@ class Federation:
             "elapsed": self.elapsed,
             "config": self.cfg.to_dict(),
             "ledger": self.ledger.state(),
+            "system": self.system.state(),
         }
 
     def restore(self, ckpt: dict[str, Any]) -> None:
@@ -280,6 +303,8 @@ class Federation:
         self.ledger = Ledger()
         if "ledger" in ckpt:  # (a checkpoint from before the ledger: counts start at 0)
             self.ledger.load(ckpt["ledger"], self.round)
+        if isinstance(self.system, System) and ckpt.get("system") is not None:  # the same clock goes on
+            self.system.load(ckpt["system"])
         self.pool.load_client_states(ckpt["client_states"])
 
     def close(self) -> None:
