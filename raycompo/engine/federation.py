@@ -6,8 +6,9 @@ One round:
      server rule;
   2. every `eval_every` rounds every client evaluates the new global model on its data;
   3. the driver turns per-client metrics into a row: means over clients, the worst
-     client (lowest accuracy, highest loss), and the task's pooled metrics (e.g. rates
-     over all evaluated clients' data).
+     client (lowest accuracy, highest loss), the task's pooled metrics (e.g. rates
+     over all evaluated clients' data) and the spread over clients (std, percentiles);
+     the per-client values travel on with the row (engine/per_client.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 
 from raycompo.config import Resolved, RunConfig, resolve
+from raycompo.engine.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
 from raycompo.engine.pools import Pool
 from raycompo.errors import ConfigError
 from raycompo.seeding import SERVER, generator
@@ -130,6 +132,9 @@ class Federation:
         self.elapsed = 0.0
         self._pool_factory = pool_factory or default_pool
         self.pool: Pool | None = None
+        self.client_columns: ClientColumns | None = None
+        """More per-client columns of clients.csv for the evaluated clients (set by a
+        simulated system: device, how often online, selected, dropped); None: none."""
         if start:
             self.start()
 
@@ -150,12 +155,21 @@ class Federation:
             return list(range(self.n_clients))
         return RoundCtx(self, self.round).sample(k, stream=EVAL_STREAM)
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self) -> dict[str, Any]:
+        """The evaluated clients' metrics as row columns (means, worst client, pooled,
+        global, then the spread over clients), and under `CLIENTS_KEY` the per-client
+        values themselves (a `ClientMetrics`, for clients.csv)."""
         assert self.pool is not None
         per_client = self.pool.map("evaluate", self.round, {c: 1 for c in self.eval_clients()}, {"w": self.w}, False)
-        row = summarize(per_client, self.task.worst)
+        clients = ClientMetrics.build(self.round, per_client,
+                                      self.client_columns(sorted(per_client)) if self.client_columns else None)
+        for metrics in per_client.values():
+            metrics.pop(N_SAMPLES_KEY, None)  # the engine's, not the task's: pooled_metrics never sees it
+        row: dict[str, Any] = summarize(per_client, self.task.worst)
         row.update(self.task.pooled_metrics(per_client))
         row.update(self.algorithm.global_metrics(RoundCtx(self, self.round), self.w, row))
+        row.update(spread(per_client, self.task.worst))
+        row[CLIENTS_KEY] = clients
         return row
 
     def initial_row(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from raycompo.config import Resolved
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
+from raycompo.engine.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 from raycompo.engine.state_store import StateStore
 from raycompo.seeding import CLIENT, fold, generator_from
 from raycompo.tasks.base import ClientData
@@ -141,19 +142,20 @@ class Host:
         t0 = time.perf_counter()
         run_phase = self.algorithm.phase(phase)
         payload = to_device(payload, self.device)
-        if phase in self.batched:  # the clients in batched chunks (engine/batched.py)
-            batched = run_batched(self, phase, round_, items, payload, reduce)
-            self.busy_seconds += time.perf_counter() - t0
-            return batched
         result: dict[Any, Any] = {}
-        for cid, mult in items:
-            c = self.context(cid, round_)
-            out, new_state = run_phase(c, self.state(c), payload)
-            self.states.put(cid, new_state)
-            if reduce:
-                add_into(result, out, float(mult))
-            else:
-                result[cid] = to_device(out, torch.device("cpu"))
+        if phase in self.batched:  # the clients in batched chunks (engine/batched.py)
+            result = run_batched(self, phase, round_, items, payload, reduce)
+        else:
+            for cid, mult in items:
+                c = self.context(cid, round_)
+                out, new_state = run_phase(c, self.state(c), payload)
+                self.states.put(cid, new_state)
+                if reduce:
+                    add_into(result, out, float(mult))
+                else:
+                    result[cid] = to_device(out, torch.device("cpu"))
+                    if phase == EVALUATE:  # each client's n_i, for clients.csv (engine/per_client.py)
+                        result[cid][N_SAMPLES_KEY] = n_samples(c.data)
         self.busy_seconds += time.perf_counter() - t0
         return result
 

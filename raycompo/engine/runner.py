@@ -19,7 +19,9 @@ from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.loop import run_rounds
+from raycompo.engine.clients_file import read_clients
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
+from raycompo.engine.per_client import ClientMetrics
 from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
 from raycompo.engine.ray_start import ensure_ray
@@ -43,6 +45,20 @@ class RunResult:
     placement, the user's code (spec and source digest) and the task's partition."""
     out: str | None = None
     """The run folder (None: nothing was written)."""
+    client_records: list[ClientMetrics] = field(default_factory=list, repr=False)
+    """The evaluations' per-client values, kept here only for a run without a folder
+    (with one they are in out/clients.csv)."""
+
+    @property
+    def clients(self) -> pd.DataFrame:
+        """Every evaluated client's metrics, one row per (round, client, metric): columns
+        round, client, metric, value, n_samples (and a simulated system's per-client
+        columns); what out/clients.csv holds (read from it when the run has a folder)."""
+        if self.out is not None:
+            return read_clients(self.out)
+        if not self.client_records:
+            return pd.DataFrame(columns=["round", "client", "metric", "value", "n_samples"])
+        return pd.concat([c.frame() for c in self.client_records], ignore_index=True)
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -157,12 +173,13 @@ def run(
     fed = None
     failures = 0
     writer = None
+    kept = KeptClients() if not out else None  # without a folder, RunResult.clients comes from memory
     marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
     try:
         with signals.deferred():  # a signal while the folder is made is raised once it can be marked
             if out:
                 writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
-            watch = marks = Observers([writer, ckpt, live, Callback(progress) if progress else None, *observers])
+            watch = marks = Observers([writer, kept, ckpt, live, Callback(progress) if progress else None, *observers])
         if backend.uses_ray:
             # Checked against the cluster before any actor starts (a ConfigError, not a wait).
             plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
@@ -203,6 +220,8 @@ def run(
                     rows[:] = [r for r in rows if r["round"] <= last]
                     if writer is not None:
                         writer.truncate(last)
+                    if kept is not None:
+                        kept.records[:] = [c for c in kept.records if c.round <= last]
                     # read back from disk when the run has a folder (see Checkpointer.latest)
                     restore_from = ckpt.latest()
             if writer is not None and status == "completed":
@@ -222,7 +241,17 @@ def run(
         config = writer.config
     else:
         config.update(status=status, final=rows[-1] if rows else {}, rounds_done=int(rows[-1]["round"]) if rows else 0)
-    return RunResult(status, rows, config, out)
+    return RunResult(status, rows, config, out, kept.records if kept is not None else [])
+
+
+class KeptClients(Observer):
+    """The evaluations' per-client values of a run without a folder, for RunResult.clients."""
+
+    def __init__(self) -> None:
+        self.records: list[ClientMetrics] = []
+
+    def on_clients(self, clients: ClientMetrics) -> None:
+        self.records.append(clients)
 
 
 ROUNDS_CALL_SECONDS = 0.2
