@@ -22,7 +22,13 @@ from typing import Any
 import torch
 
 from raycompo.config import Resolved, RunConfig, resolve
-from raycompo.engine.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
+from raycompo.engine.per_client import (
+    CLIENTS_KEY,
+    N_SAMPLES_KEY,
+    ClientColumns,
+    ClientMetrics,
+    spread,
+)
 from raycompo.engine.pools import Pool
 from raycompo.errors import ConfigError
 from raycompo.seeding import SERVER, generator

@@ -17,9 +17,9 @@ from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint, memory, signals
+from raycompo.engine.clients_file import read_clients
 from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.loop import run_rounds
-from raycompo.engine.clients_file import read_clients
 from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.engine.per_client import ClientMetrics
 from raycompo.engine.placement import plan_placement
