@@ -35,14 +35,21 @@ class ClientsFile:
         self._rewrite(upto_round)
 
     def _rewrite(self, upto_round: int | None) -> None:
-        """The file := its header and rows of rounds <= upto_round (none when None),
-        atomically; then open for appending."""
+        """The file := its header and rows of rounds <= upto_round (no file when None, or
+        when there is none to keep from), atomically. It is opened (and created) by the
+        first `append`."""
         self.close()
+        self._header = None
+        if upto_round is None or not self.path.exists():
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            return
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             with open(tmp, "w", newline="") as out:
-                if upto_round is not None and self.path.exists():
-                    _copy_rows(self.path, out, upto_round)
+                _copy_rows(self.path, out, upto_round)
             os.replace(tmp, self.path)
         except BaseException:
             try:
@@ -51,7 +58,6 @@ class ClientsFile:
                 pass
             raise
         self._header = _header(self.path)
-        self._file = open(self.path, "a", newline="")
 
     def truncate(self, upto_round: int) -> None:
         """Drop the rows of rounds after `upto_round` (a replay from a checkpoint writes them again)."""
@@ -60,6 +66,8 @@ class ClientsFile:
     def append(self, clients: ClientMetrics) -> None:
         """One evaluation's rows (with the header first in an empty file)."""
         frame = clients.frame()
+        if self._file is None or self._file.closed:
+            self._file = open(self.path, "a", newline="")
         if self._header is None:
             self._header = list(frame.columns)
             frame.to_csv(self._file, index=False, lineterminator="\n")
