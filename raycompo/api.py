@@ -224,6 +224,7 @@ def tune(
     stop_after: int | None = None,
     quiet: bool = True,
     tracker: str | Sequence[str] | None = None,
+    rank_at: str | None = None,
 ) -> SweepResult:
     """Sweep a search space with Ray Tune (+ Optuna) and return the trials and the best
     settings, as `python -m raycompo.tune` does.
@@ -239,6 +240,10 @@ def tune(
         an interrupted sweep (space and options are read from FOLDER/sweep.json).
     tracker: 'mlflow' and/or 'wandb': every trial also logged there (Ray Tune's callbacks).
     quiet=False shows the sweep's progress (a bar of trials on a terminal, lines elsewhere).
+    rank_at: 'samples', 'values' (values_up + values_down), 'bytes' (bytes_up + bytes_down)
+        or 'sim_time': rank the trials at equal cost (each trial's metric at its last
+        evaluated row whose cost is <= the smallest final cost of the completed trials;
+        `best` then holds `value_round` and `value_cost`); None: after the last round.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
     from raycompo.trackers import check_trackers
     from raycompo.tune.results import SweepStore
@@ -255,7 +260,7 @@ def tune(
         max_concurrent=max_concurrent, backend=backend, hosts_per_trial=hosts_per_trial, driver_cpus=driver_cpus,
         cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor, seed=seed,
         algorithms=list(algorithms) if algorithms else None, settings=dict(settings or {}),
-        out=None if out is None else str(out),
+        out=None if out is None else str(out), rank_at=rank_at,
     )
     space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed)
     ensure_ray(address, num_cpus)
