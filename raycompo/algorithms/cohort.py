@@ -121,6 +121,8 @@ class CohortBatch:
                 torch.index_select(x, 0, p, out=bx)
                 torch.index_select(y, 0, p, out=by)
         buf.picks = picks
+        for c, n in zip(self.clients, rows):  # samples read, for the engine's ledger
+            c.data.samples_read += n
         if self._rows.get((stream, width)) != rows:  # mark each client's real rows
             self._rows[(stream, width)] = rows
             buf.count.copy_(torch.tensor(rows, dtype=buf.count.dtype))

@@ -88,6 +88,7 @@ class PDSGD(GlobalCOAlgorithm):
         idx = torch.arange(n) if size == n else torch.randperm(n, generator=gen)[:size]
         dev = c.data.x.device
         batch = (c.data.x[idx.to(dev)], c.data.y[idx.to(dev)])
+        c.data.samples_read += size  # read by index (p_i needs them): counted here
         p = torch.exp(a[idx] - payload["log_z"])  # p_i of the sampled samples
         coef = (n / size) * p  # unbiased: each sample drawn with probability size / n
 

@@ -46,7 +46,7 @@ class QFedAvg(Algorithm):
         w0 = payload["w"]
         with torch.no_grad():
             # F_k(w) on the client's training data; the epsilon keeps F^(q-1) finite.
-            loss = self.task.loss(w0, (c.data.x, c.data.y)).clamp_min(1e-10)
+            loss = self.task.loss(w0, c.data.full()).clamp_min(1e-10)
         w = local_sgd(c, w0, self.s.tau, self.s.lr, self.s.batch_size, lambda w, b, t: self.loss_grad(w, b))
         L, q = 1.0 / self.s.lr, self.s.q
         dw = L * (w0 - w)

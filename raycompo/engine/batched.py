@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.cohort import CohortBatch
+from raycompo.engine.ledger import NUMBER_BYTES, MemberCosts, samples_read
 from raycompo.engine.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
 FLOATS_PER_MODEL = 8
@@ -82,8 +83,9 @@ def chunks(host: Any, phase: str, items: list[tuple[int, int]]) -> Iterator[list
 
 
 def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any],
-                reduce: bool) -> dict[Any, Any]:
-    """`Host.map` for a phase with a batched form: chunks of clients, one batched call each."""
+                reduce: bool, costs: MemberCosts | None = None) -> dict[Any, Any]:
+    """`Host.map` for a phase with a batched form: chunks of clients, one batched call each.
+    `costs`: where each member's samples read and contribution size are added."""
     fn = getattr(host.algorithm, host.algorithm.batched_phases[phase])
     result: dict[Any, Any] = {}
     if not items:
@@ -91,7 +93,12 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     for chunk in chunks(host, phase, items):
         ctxs = [host.context(cid, round_) for cid, _ in chunk]
         states = [host.state(c) for c in ctxs]
+        read = [samples_read(c.data) for c in ctxs] if costs is not None else []
         out, new_states = fn(CohortBatch(ctxs, host.task, host.device), states, payload)
+        if costs is not None:
+            per_key = member_sizes(out, len(chunk))
+            for (cid, mult), c, before in zip(chunk, ctxs, read):
+                costs.add(cid, mult, (samples_read(c.data) - before) * mult, per_key)
         if len(new_states) != len(chunk):
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
         for (cid, _), st in zip(chunk, new_states):
@@ -107,6 +114,19 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
                 if phase == EVALUATE:  # each client's n_i, for clients.csv (engine/per_client.py)
                     result[cid][N_SAMPLES_KEY] = n_samples(ctxs[i].data)
     return result
+
+
+def member_sizes(out: dict[str, Any], k: int) -> dict[str, tuple[int, int]]:
+    """{key: (values, bytes)} of one member's contribution in a batched phase's output: a
+    (k, ...) tensor's row, or one Python number of a list of k (from shapes only)."""
+    sizes = {}
+    for key, value in out.items():
+        if isinstance(value, torch.Tensor):
+            n = value.numel() // max(k, 1)
+            sizes[str(key)] = (n, n * value.element_size())
+        else:
+            sizes[str(key)] = (1, NUMBER_BYTES)
+    return sizes
 
 
 def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any) -> Any:

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 
 from raycompo.config import Resolved, RunConfig, resolve
+from raycompo.costs import ExchangeCost
+from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.per_client import (
     CLIENTS_KEY,
     N_SAMPLES_KEY,
@@ -65,12 +67,16 @@ def draw_cohort(n: int, m: int, gen: torch.Generator, randperm_max: int = RANDPE
 
 
 class RoundCtx:
-    """What `server_round` sees (implements algorithms.base.RoundContext)."""
+    """What `server_round` sees (implements algorithms.base.RoundContext). With `counted`
+    (a server round's context), every `map` / `map_each` is an exchange: recorded in the
+    federation's ledger and passed to its `exchange_listeners` (engine/ledger.py);
+    evaluation's contexts (`global_metrics`) are not counted."""
 
-    def __init__(self, fed: Federation, round_: int):
+    def __init__(self, fed: Federation, round_: int, counted: bool = False):
         self.fed = fed
         self.round = round_
         self.n_clients = fed.n_clients
+        self.counted = counted and fed.counting
 
     def rng(self, stream: int = 0) -> torch.Generator:
         return generator(self.fed.seed, SERVER, self.round, stream)
@@ -88,12 +94,25 @@ class RoundCtx:
 
     def map(self, phase: str, cohort: list[int], payload: dict[str, Any]) -> dict[str, Any]:
         """Sum over the cohort (with multiplicity) of the client phase's contributions."""
-        sums = self._pool(phase).map(phase, self.round, dict(Counter(cohort)), payload, True)
+        sums = self._exchange(phase, dict(Counter(cohort)), payload, True)
         return {k: v.to(self.fed.dtype) if isinstance(v, torch.Tensor) else v for k, v in sums.items()}
 
     def map_each(self, phase: str, cohort: list[int], payload: dict[str, Any]) -> dict[int, dict[str, Any]]:
         """Each client's contribution from the client phase, by client id."""
-        return self._pool(phase).map(phase, self.round, {c: 1 for c in cohort}, payload, False)
+        return self._exchange(phase, {c: 1 for c in cohort}, payload, False)
+
+    def _exchange(self, phase: str, counts: dict[int, int], payload: dict[str, Any], reduce: bool) -> Any:
+        """One pool call; counted, it is recorded and passed to the listeners."""
+        pool = self._pool(phase)
+        if not self.counted:
+            return pool.map(phase, self.round, counts, payload, reduce)
+        result, members = pool.map(phase, self.round, counts, payload, reduce, True)
+        ledger = self.fed.ledger
+        cost = exchange_cost(self.round + 1, phase, ledger.next_index(self.round + 1), counts, payload, members)
+        ledger.record(cost)
+        for listener in self.fed.exchange_listeners:
+            listener(cost)
+        return result
 
 
 def summarize(per_client: dict[int, dict[str, float]], worst: dict[str, str]) -> dict[str, float]:
@@ -136,6 +155,13 @@ class Federation:
         self.state = self.algorithm.init_server_state(self.w, self.n_clients)
         self.round = 0
         self.elapsed = 0.0
+        self.ledger = Ledger()
+        """What the run's exchanges cost so far (engine/ledger.py): the cost columns."""
+        self.exchange_listeners: list[Callable[[ExchangeCost], None]] = []
+        """Called with every exchange's `costs.ExchangeCost` once the ledger recorded it
+        (e.g. the simulated system's clock). Empty by default."""
+        self.counting = True
+        """False turns counting off (the overhead benchmark only): no cost columns change."""
         self._pool_factory = pool_factory or default_pool
         self.pool: Pool | None = None
         self.client_columns: ClientColumns | None = None
@@ -179,12 +205,14 @@ class Federation:
         return row
 
     def initial_row(self) -> dict[str, Any]:
-        return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0}
+        return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
+                **self.ledger.columns()}
 
     def run_round(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round), self.w, self.state)
+        self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, counted=True), self.w, self.state)
         self.round += 1
+        self.ledger.close_round(self.round)
         round_time = time.perf_counter() - t0
         self.elapsed += round_time
         row: dict[str, Any] = {"round": self.round}
@@ -196,6 +224,7 @@ class Federation:
         row["diverged"] = not finite or any(
             isinstance(v, float) and not math.isfinite(v) for k, v in row.items() if "loss" in k
         )
+        row.update(self.ledger.columns())  # cumulative costs, after the columns that existed before them
         return row
 
     def run_rounds(self, count: int) -> list[dict[str, Any]]:
@@ -236,6 +265,7 @@ class Federation:
             "client_states": self.pool.client_states(),
             "elapsed": self.elapsed,
             "config": self.cfg.to_dict(),
+            "ledger": self.ledger.state(),
         }
 
     def restore(self, ckpt: dict[str, Any]) -> None:
@@ -246,6 +276,9 @@ class Federation:
                               f"{tuple(self.w.shape)}: it belongs to another run and was not restored")
         self.round, self.w, self.state = int(ckpt["round"]), ckpt["w"].to(self.dtype), ckpt["server_state"]
         self.elapsed = float(ckpt["elapsed"])
+        self.ledger = Ledger()
+        if "ledger" in ckpt:  # (a checkpoint from before the ledger: counts start at 0)
+            self.ledger.load(ckpt["ledger"], self.round)
         self.pool.load_client_states(ckpt["client_states"])
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from raycompo.config import Resolved
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
+from raycompo.engine.ledger import MemberCosts, count_by_key, samples_read
 from raycompo.engine.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 from raycompo.engine.state_store import StateStore
 from raycompo.seeding import CLIENT, fold, generator_from
@@ -137,27 +138,35 @@ class Host:
         found = self.states.get(c.client_id)
         return self.algorithm.init_client_state(c) if found is None else found
 
-    def map(self, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any], reduce: bool = True):
-        """Run client phase `phase` for each (client, multiplicity); sum or collect."""
+    def map(self, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any], reduce: bool = True,
+            count: bool = False):
+        """Run client phase `phase` for each (client, multiplicity); sum or collect.
+        `count`: also return, as `(result, MemberCosts)`, each member's samples read and
+        values / bytes returned (engine/ledger.py)."""
         t0 = time.perf_counter()
         run_phase = self.algorithm.phase(phase)
         payload = to_device(payload, self.device)
-        result: dict[Any, Any] = {}
+        costs = MemberCosts() if count else None
         if phase in self.batched:  # the clients in batched chunks (engine/batched.py)
-            result = run_batched(self, phase, round_, items, payload, reduce)
-        else:
-            for cid, mult in items:
-                c = self.context(cid, round_)
-                out, new_state = run_phase(c, self.state(c), payload)
-                self.states.put(cid, new_state)
-                if reduce:
-                    add_into(result, out, float(mult))
-                else:
-                    result[cid] = to_device(out, torch.device("cpu"))
-                    if phase == EVALUATE:  # each client's n_i, for clients.csv (engine/per_client.py)
-                        result[cid][N_SAMPLES_KEY] = n_samples(c.data)
+            batched = run_batched(self, phase, round_, items, payload, reduce, costs)
+            self.busy_seconds += time.perf_counter() - t0
+            return (batched, costs) if count else batched
+        result: dict[Any, Any] = {}
+        for cid, mult in items:
+            c = self.context(cid, round_)
+            read = samples_read(c.data) if count else 0
+            out, new_state = run_phase(c, self.state(c), payload)
+            if costs is not None:  # the contribution as sent, before the float64 pre-reduction
+                costs.add(cid, mult, (samples_read(c.data) - read) * mult, count_by_key(out))
+            self.states.put(cid, new_state)
+            if reduce:
+                add_into(result, out, float(mult))
+            else:
+                result[cid] = to_device(out, torch.device("cpu"))
+                if phase == EVALUATE:  # each client's n_i, for clients.csv (engine/per_client.py)
+                    result[cid][N_SAMPLES_KEY] = n_samples(c.data)
         self.busy_seconds += time.perf_counter() - t0
-        return result
+        return (result, costs) if count else result
 
     def client_state(self, cid: int) -> State:
         """A client's persistent state on the CPU ({} before its first phase)."""

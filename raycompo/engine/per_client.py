@@ -60,7 +60,7 @@ def spread(per_client: dict[int, dict[str, Any]], worst: dict[str, str]) -> dict
     return out
 
 
-@dataclass
+@dataclass(eq=False)
 class ClientMetrics:
     """One evaluation's per-client results: the rows `clients.csv` gains for it.
     Every array is aligned with `clients` (sorted client ids)."""
@@ -76,6 +76,19 @@ class ClientMetrics:
     """Metric name -> each client's value (float64), the metrics the task's `evaluate` returns."""
     columns: dict[str, list[Any]] = field(default_factory=dict)
     """More per-client columns (`Federation.client_columns`, e.g. with a simulated system)."""
+
+    def __eq__(self, other: object) -> bool:
+        """The same evaluation, value for value (NaN equal to NaN): rows holding a record
+        compare as rows of plain numbers do."""
+        if not isinstance(other, ClientMetrics):
+            return NotImplemented
+        return (self.round == other.round and np.array_equal(self.clients, other.clients)
+                and np.array_equal(self.n_samples, other.n_samples, equal_nan=True)
+                and list(self.metrics) == list(other.metrics)
+                and all(np.array_equal(v, other.metrics[k], equal_nan=True) for k, v in self.metrics.items())
+                and self.columns == other.columns)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     @classmethod
     def build(cls, round_: int, per_client: dict[int, dict[str, Any]],

@@ -20,9 +20,11 @@ class Pool(Protocol):
 
     n_clients: int
 
-    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True) -> dict[Any, Any]:
+    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
+            count: bool = False) -> Any:
         """reduce: the float64 sum over clients (with multiplicity) of the phase's
-        contributions; otherwise {client id: contribution}."""
+        contributions; otherwise {client id: contribution}. `count`: `(that, MemberCosts)`,
+        the members' samples read and contribution sizes (engine/ledger.py)."""
         ...
 
     def client_state(self, cid: int) -> State: ...
@@ -57,8 +59,12 @@ class InlinePool:
         self.host = Host(resolved, list(range(self.n_clients)), state_budget_bytes=resolved.config.state_budget_bytes())
         self.host.ready()
 
-    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True) -> dict[Any, Any]:
+    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
+            count: bool = False) -> Any:
         items = sorted(counts.items())
+        if count:
+            result, costs = self.host.map(phase, round_, items, payload, reduce, True)
+            return combine([result], reduce), costs
         return combine([self.host.map(phase, round_, items, payload, reduce)], reduce)
 
     def client_state(self, cid: int) -> State:

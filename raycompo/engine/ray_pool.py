@@ -19,6 +19,7 @@ import torch
 from raycompo.algorithms.base import State
 from raycompo.config import Resolved
 from raycompo.engine.host_actors import FreshHosts, HostSource
+from raycompo.engine.ledger import MemberCosts
 from raycompo.engine.placement import plan_placement
 from raycompo.engine.pools import combine
 from raycompo.errors import RaycompoError
@@ -91,7 +92,8 @@ class RayPool:
         self.actors = self.hosts.acquire(resolved, self.placement, placement_group, namespace, self._get,
                                          run=run or namespace)
 
-    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True) -> dict[Any, Any]:
+    def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
+            count: bool = False) -> Any:
         per_host: dict[int, list[tuple[int, int]]] = {}
         for cid, mult in sorted(counts.items()):
             per_host.setdefault(self.owner[cid], []).append((cid, mult))
@@ -101,8 +103,14 @@ class RayPool:
         # travels inside each call (no put, no store round trip: ~2.5 ms less per map).
         ref = ray.put(payload) if size > INLINE_PAYLOAD_BYTES else payload
         hosts = sorted(per_host)
-        futures = [self.actors[j].map.remote(phase, round_, per_host[j], ref, reduce) for j in hosts]
-        return combine(self._get(futures, f"phase {phase!r} of round {round_}", hosts), reduce)
+        futures = [self.actors[j].map.remote(phase, round_, per_host[j], ref, reduce, count) for j in hosts]
+        answers = self._get(futures, f"phase {phase!r} of round {round_}", hosts)
+        if not count:
+            return combine(answers, reduce)
+        costs = MemberCosts()
+        for _, part in answers:  # each host's members (O(m) in all)
+            costs.merge(part)
+        return combine([result for result, _ in answers], reduce), costs
 
     def _get(self, futures: list, what: str, hosts: list[int]) -> list:
         """The hosts' answers, waiting at most `host_timeout_s`; a HostTimeoutError names

@@ -29,6 +29,9 @@ class ClientData:
     y_val: torch.Tensor
     outer: tuple[torch.Tensor, torch.Tensor] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    samples_read: int = field(default=0, compare=False, repr=False)
+    """Training samples handed out so far (`batch`, `outer_batch`, `CohortBatch.batch`,
+    full-batch reads): the engine's ledger counts a client phase's samples as its change."""
 
     @property
     def num_samples(self) -> int:
@@ -37,11 +40,21 @@ class ClientData:
 
     def batch(self, gen: torch.Generator, size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
         """A mini-batch of min(size, n_i) distinct training samples; None = full batch."""
-        return _sample(self.x, self.y, gen, size)
+        x, y = _sample(self.x, self.y, gen, size)
+        self.samples_read += len(y)
+        return x, y
 
     def outer_batch(self, gen: torch.Generator, size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A mini-batch of D~_i (the outer function's data; D_i when it has none)."""
         x, y = self.outer if self.outer is not None else (self.x, self.y)
-        return _sample(x, y, gen, size)
+        x, y = _sample(x, y, gen, size)
+        self.samples_read += len(y)
+        return x, y
+
+    def full(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """All n_i training samples (x, y), in order: a full-batch read, counted."""
+        self.samples_read += len(self.y)
+        return self.x, self.y
 
     def to(self, device: torch.device | str) -> ClientData:
         def mv(t):

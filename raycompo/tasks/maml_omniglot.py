@@ -22,7 +22,7 @@ The test alphabets are never loaded during training.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -127,6 +127,8 @@ class OmniglotClient:
     settings: OmniglotSettings
     train_eval: list[Episode]
     val: list[Episode]
+    samples_read: int = field(default=0, compare=False, repr=False)
+    """Episodes handed out by `batch` so far (a meta-learning sample is a task): the ledger's count."""
 
     @property
     def num_samples(self) -> int:
@@ -134,6 +136,7 @@ class OmniglotClient:
 
     def batch(self, gen: torch.Generator, size: int | None) -> list[TaskSample]:
         """A meta-batch of `size` fresh episodes (None: one)."""
+        self.samples_read += size or 1
         return [
             TaskSample(None, *episode(self.images, gen, self.settings)) for _ in range(size or 1)
         ]

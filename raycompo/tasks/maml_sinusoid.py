@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -112,6 +112,8 @@ class SinusoidClient:
     k_query: int
     train_eval: TaskSet
     val: TaskSet
+    samples_read: int = field(default=0, compare=False, repr=False)
+    """Tasks handed out by `batch` so far (a meta-learning sample is a task): the ledger's count."""
 
     @property
     def num_samples(self) -> int:
@@ -128,6 +130,7 @@ class SinusoidClient:
         if self.params.device.type != "cpu" and picks:  # one copy to the device, not 2 per task
             moved = torch.stack(xs + ys).to(self.params.device).unbind(0)
             xs, ys = list(moved[: len(picks)]), list(moved[len(picks):])
+        self.samples_read += len(picks)
         return [
             TaskSample(self.task_ids[i], (x[: self.k_shot], y[: self.k_shot]), (x[self.k_shot :], y[self.k_shot :]))
             for i, x, y in zip(picks, xs, ys)

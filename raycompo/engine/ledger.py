@@ -1,0 +1,190 @@
+"""The cost ledger: what every exchange of a run cost, counted from the engine contract.
+
+An exchange is one `ctx.map` / `ctx.map_each` of a server round (evaluation is not
+communication: `Federation.evaluate` and the maps an algorithm's `global_metrics` makes
+are not counted). For each one the driver builds a `costs.ExchangeCost`, per member of
+the cohort, as the protocol would send it (not as hosts pre-reduce contributions):
+
+* values down: every tensor element and every Python number of the payload, once per
+  member (a member drawn twice receives the payload once and works twice);
+* values up: the same count of the member's contribution, times its multiplicity;
+* bytes: each tensor element at its dtype's size (float32 4, float64 8, int64 8, ...),
+  a Python number (bool, int, float) as 8 bytes; strings and None are not values;
+* samples: the training samples the member read (`ClientData.batch` / `outer_batch`,
+  full-batch reads, `CohortBatch.batch`), multiplicity included.
+
+Hosts count their members' contributions and samples where they run them
+(`count_phase`, `MemberCosts`): O(m) per exchange, from tensor shapes only, never their
+data. The `Ledger` keeps the cumulative totals (the metrics.csv columns `samples`,
+`values_up`, `values_down`, `bytes_up`, `bytes_down`, `exchanges`) and the per-key
+breakdown by round (`costs.csv`); both survive checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from raycompo.costs import ExchangeCost
+
+NUMBER_BYTES = 8
+"""Bytes of a Python number (bool, int, float) in a payload or contribution: 64 bits."""
+
+COLUMNS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges")
+"""The cumulative cost columns of metrics.csv, in order."""
+
+
+def count_values(obj: Any) -> tuple[int, int]:
+    """(values, bytes) of a payload or contribution: tensor elements at their dtype's size,
+    Python numbers at NUMBER_BYTES, nested dicts / lists / tuples summed. Reads shapes and
+    dtypes only."""
+    if isinstance(obj, torch.Tensor):
+        n = obj.numel()
+        return n, n * obj.element_size()
+    if isinstance(obj, (bool, int, float)):
+        return 1, NUMBER_BYTES
+    if isinstance(obj, dict):
+        obj = obj.values()
+    elif not isinstance(obj, (list, tuple)):
+        return 0, 0  # a string, None, ...: not a value
+    values = size = 0
+    for v in obj:
+        a, b = count_values(v)
+        values += a
+        size += b
+    return values, size
+
+
+def count_by_key(obj: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """{key: (values, bytes)} of a payload or contribution (nested values under their
+    top-level key)."""
+    return {str(k): count_values(v) for k, v in obj.items()}
+
+
+def samples_read(data: Any) -> int:
+    """The training samples a client's data object has handed out so far (its
+    `samples_read` counter; 0 for a data object without one)."""
+    return int(getattr(data, "samples_read", 0))
+
+
+@dataclass
+class MemberCosts:
+    """What a host returns besides its (pre-reduced) contributions: per member it ran,
+    aligned lists, and its per-key totals of values up (multiplicity included)."""
+
+    clients: list[int] = field(default_factory=list)
+    samples: list[int] = field(default_factory=list)
+    values_up: list[int] = field(default_factory=list)
+    bytes_up: list[int] = field(default_factory=list)
+    by_key: dict[str, list[int]] = field(default_factory=dict)
+    """{key: [values, bytes]} summed over this host's members."""
+
+    def add(self, cid: int, mult: int, samples: int, per_key: dict[str, tuple[int, int]]) -> None:
+        """Member `cid` (drawn `mult` times) read `samples` (all its work) and returned one
+        contribution of `per_key` (values, bytes) per key."""
+        values = size = 0
+        for key, (v, b) in per_key.items():
+            values += v
+            size += b
+            acc = self.by_key.get(key)
+            if acc is None:
+                self.by_key[key] = [v * mult, b * mult]
+            else:
+                acc[0] += v * mult
+                acc[1] += b * mult
+        self.clients.append(cid)
+        self.samples.append(samples)
+        self.values_up.append(values * mult)
+        self.bytes_up.append(size * mult)
+
+    def merge(self, other: MemberCosts) -> None:
+        """Append another host's members (disjoint from these)."""
+        self.clients += other.clients
+        self.samples += other.samples
+        self.values_up += other.values_up
+        self.bytes_up += other.bytes_up
+        for key, (v, b) in other.by_key.items():
+            acc = self.by_key.setdefault(key, [0, 0])
+            acc[0] += v
+            acc[1] += b
+
+
+def exchange_cost(round_: int, phase: str, index: int, counts: dict[int, int], payload: dict[str, Any],
+                  members: MemberCosts) -> ExchangeCost:
+    """The record of one exchange: the hosts' `members` (any order) sorted by client id,
+    with the payload's values down (the same for every member)."""
+    order = sorted(range(len(members.clients)), key=members.clients.__getitem__)
+    clients = [members.clients[i] for i in order]
+    down = count_by_key(payload)
+    vdown = sum(v for v, _ in down.values())
+    bdown = sum(b for _, b in down.values())
+    k = len(clients)
+    by_key = {f"down:{key}": {"values": v * k, "bytes": b * k} for key, (v, b) in down.items()}
+    by_key.update({f"up:{key}": {"values": v, "bytes": b} for key, (v, b) in members.by_key.items()})
+    return ExchangeCost(
+        round=round_, phase=phase, index=index, clients=clients,
+        multiplicity=[counts[c] for c in clients],
+        samples=[members.samples[i] for i in order],
+        values_down=[vdown] * k, values_up=[members.values_up[i] for i in order],
+        bytes_down=[bdown] * k, bytes_up=[members.bytes_up[i] for i in order],
+        by_key=by_key,
+    )
+
+
+class Ledger:
+    """Cumulative costs of a run: the totals (`COLUMNS`) and, by round, the per-key values
+    and bytes in each direction (`breakdown`). Its `state()` goes into checkpoints."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, int] = dict.fromkeys(COLUMNS, 0)
+        self.rows: list[tuple[int, str, str, int, int]] = []
+        """(round, direction, key, values, bytes), one per (round, direction, key)."""
+        self._open: dict[tuple[int, str, str], list[int]] = {}
+        self._next_index: dict[int, int] = {}
+
+    def next_index(self, round_: int) -> int:
+        """The 0-based position within round `round_` of its next exchange."""
+        return self._next_index.get(round_, 0)
+
+    def record(self, cost: ExchangeCost) -> None:
+        """Add one exchange to the totals and the per-key breakdown."""
+        t = self.totals
+        t["samples"] += sum(cost.samples)
+        t["values_up"] += sum(cost.values_up)
+        t["values_down"] += sum(cost.values_down)
+        t["bytes_up"] += sum(cost.bytes_up)
+        t["bytes_down"] += sum(cost.bytes_down)
+        t["exchanges"] += 1
+        self._next_index[cost.round] = cost.index + 1
+        for name, amount in cost.by_key.items():
+            direction, key = name.split(":", 1)
+            acc = self._open.get((cost.round, direction, key))
+            if acc is None:
+                acc = self._open[(cost.round, direction, key)] = [0, 0]
+            acc[0] += amount["values"]
+            acc[1] += amount["bytes"]
+
+    def close_round(self, round_: int) -> None:
+        """Move round `round_`'s per-key sums into `rows` (called once the round ended)."""
+        for (r, direction, key), (v, b) in sorted(self._open.items()):
+            if r == round_:
+                self.rows.append((r, direction, key, v, b))
+        self._open = {k: v for k, v in self._open.items() if k[0] != round_}
+        self._next_index.pop(round_, None)
+
+    def columns(self) -> dict[str, int]:
+        """The cumulative columns of a metrics row."""
+        return dict(self.totals)
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the totals and the closed per-key rows."""
+        return {"totals": dict(self.totals), "rows": [list(r) for r in self.rows]}
+
+    def load(self, state: dict[str, Any], round_: int) -> None:
+        """Continue from a checkpoint's `state()` taken at round `round_` (rows of later
+        rounds, if any, are dropped)."""
+        self.totals = {c: int(state["totals"].get(c, 0)) for c in COLUMNS}
+        self.rows = [(int(r), str(d), str(k), int(v), int(b)) for r, d, k, v, b in state["rows"] if int(r) <= round_]
+        self._open, self._next_index = {}, {}

@@ -1,0 +1,93 @@
+"""The cost ledger (engine/ledger.py): every exchange of a server round reaches
+`Federation.exchange_listeners` as a `costs.ExchangeCost` whose per-client samples, values
+and bytes equal the papers' counts, computed here from the settings and the model size."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from raycompo.config import RunConfig
+from raycompo.engine.federation import Federation
+from raycompo.engine.ledger import COLUMNS, Ledger, count_values
+from tests.helpers import SMALL_DRO, small_config
+
+SIZES = {0: 60, 1: 20, 2: 20, 3: 20}
+"""Training samples of SMALL_DRO's clients: the big client, then the small ones."""
+
+
+def listen(fed: Federation) -> list:
+    seen: list = []
+    fed.exchange_listeners.append(seen.append)
+    return seen
+
+
+def test_count_values_reads_tensors_at_their_dtype_and_numbers_as_8_bytes():
+    payload = {"w": torch.zeros(3, 4), "j": 2, "lr": 0.5, "nested": {"a": torch.zeros(5, dtype=torch.float64),
+                                                                    "b": [torch.zeros(2, dtype=torch.int64), 1.0]},
+               "name": "x", "none": None}
+    # 12 float32 + 2 numbers + 5 float64 + 2 int64 + 1 number; strings and None are not values
+    assert count_values(payload) == (12 + 2 + 5 + 2 + 1, 12 * 4 + 2 * 8 + 5 * 8 + 2 * 8 + 8)
+
+
+def test_fedavg_listener_sees_each_client_of_each_round():
+    tau, b = 3, 32
+    fed = Federation(small_config("fedavg", tau=tau, batch_size=b, lr=0.1))
+    d = fed.w.numel()
+    seen = listen(fed)
+    rows = fed.run_rounds(2)
+    assert [(e.round, e.phase, e.index) for e in seen] == [(1, "local", 0), (2, "local", 0)]
+    for e in seen:
+        assert e.clients == [0, 1, 2, 3] and e.multiplicity == [1, 1, 1, 1]
+        assert e.samples == [tau * min(b, SIZES[c]) for c in e.clients]  # tau mini-batches of min(b, n_i)
+        assert e.values_down == [d] * 4 and e.bytes_down == [4 * d] * 4  # the float32 model
+        assert e.values_up == [d + 1] * 4 and e.bytes_up == [4 * d + 8] * 4  # n_i w_i, and n_i as a number
+        assert e.by_key == {"down:w": {"values": 4 * d, "bytes": 16 * d}, "up:nw": {"values": 4 * d, "bytes": 16 * d},
+                            "up:n": {"values": 4, "bytes": 32}}
+    # FedAvg: 2 m d values a round (plus the m weights n_i), cumulative
+    m = 4
+    assert rows[-1]["values_down"] == 2 * m * d and rows[-1]["values_up"] == 2 * m * (d + 1)
+    assert rows[-1]["exchanges"] == 2 and rows[-1]["samples"] == 2 * tau * sum(min(b, n) for n in SIZES.values())
+
+
+def test_evaluation_is_not_an_exchange():
+    fed = Federation(small_config("fedavg-co", lr=0.1))  # its global_metrics makes a ctx.map
+    seen = listen(fed)
+    row = fed.initial_row()
+    assert seen == [] and all(row[c] == 0 for c in COLUMNS)
+
+
+def test_counting_off_changes_no_metric():
+    on = Federation(small_config("fedavg", lr=0.1))
+    off = Federation(small_config("fedavg", lr=0.1))
+    off.counting = False
+    a, b = on.run_rounds(2), off.run_rounds(2)
+    for ra, rb in zip(a, b):
+        for k, v in ra.items():
+            if k not in COLUMNS and k not in ("round_time", "wall_time"):
+                assert v == rb[k], k
+    assert b[-1]["exchanges"] == 0 and a[-1]["exchanges"] == 2
+
+
+def test_ledger_state_round_trips():
+    fed = Federation(small_config("fedavg", lr=0.1))
+    fed.run_rounds(2)
+    again = Ledger()
+    again.load(fed.ledger.state(), 2)
+    assert again.totals == fed.ledger.totals and again.rows == fed.ledger.rows
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_ray_gives_the_inline_costs():
+    settings = {**SMALL_DRO, "lr": 0.1, "sync_every": 2}
+    inline = Federation(RunConfig(task="dro-mnist5k", algo="feddro", rounds=2, settings=settings, backend="inline"))
+    on_ray = Federation(RunConfig(task="dro-mnist5k", algo="feddro", rounds=2, settings=settings, backend="ray",
+                                  clients_per_actor=2))
+    try:
+        seen_inline, seen_ray = listen(inline), listen(on_ray)
+        rows_inline, rows_ray = inline.run_rounds(2), on_ray.run_rounds(2)
+        assert seen_inline == seen_ray and len(seen_ray) > 2
+        assert [{c: r[c] for c in COLUMNS} for r in rows_inline] == [{c: r[c] for c in COLUMNS} for r in rows_ray]
+    finally:
+        on_ray.close()
+        inline.close()
