@@ -81,7 +81,7 @@ def run(
     seed: seed of every random draw; the same seed gives the same rows on every backend.
     backend: 'inline' (one process, the reference; the default here) or 'ray' (client
         hosts as Ray actors; joins `address`, or starts a local Ray bound to 127.0.0.1).
-    out: a folder for config.json, metrics.csv and checkpoint.pt (None: nothing written);
+    out: a folder for config.json, metrics.csv, clients.csv and checkpoint.pt (None: nothing written);
         `overwrite` replaces a run already there.
     eval_every, eval_clients, clients_per_actor, cpus_per_actor, gpus_per_actor,
     checkpoint_every, max_failures, state_memory (GB), host_timeout (s), data_dir,
@@ -99,6 +99,7 @@ def run(
     observers: more `Observer`s (on_start / on_row / on_end / on_failure) of the run.
 
     Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns),
+    `.clients` (every evaluated client's metrics, clients.csv's tidy rows),
     `.status` ('completed' or 'diverged'), `.config` (what config.json holds), `.final`
     (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
     `raycompo.engine.signals.Interrupted` (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
