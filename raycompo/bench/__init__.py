@@ -18,6 +18,8 @@
   sweep        sweep trials per minute, inline vs ray (reused / fresh hosts), host start-up and memory
   plugin       a user's own algorithm (examples/) vs a built-in: time to the first row, s/round,
                inline vs ray metrics difference, lines of code of the examples
+  per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
+               K = 10^3..10^5 of 10^6 clients
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -37,6 +39,7 @@ BENCHMARKS: dict[str, str] = {
     "state_store": "raycompo.bench.state_store",
     "sweep": "raycompo.bench.sweep",
     "plugin": "raycompo.bench.plugin",
+    "per_client": "raycompo.bench.per_client",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

@@ -13,6 +13,7 @@ round's rows are lost or written twice. Read it with `pandas.read_csv` or
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Any
@@ -64,15 +65,17 @@ class ClientsFile:
         self._rewrite(upto_round)
 
     def append(self, clients: ClientMetrics) -> None:
-        """One evaluation's rows (with the header first in an empty file)."""
-        frame = clients.frame()
+        """One evaluation's rows (with the header first in an empty file); a column the
+        header lacks is left out, one it has that this evaluation lacks is left empty."""
+        cols = clients.columns_of_rows()
         if self._file is None or self._file.closed:
             self._file = open(self.path, "a", newline="")
+        writer = csv.writer(self._file, lineterminator="\n")
         if self._header is None:
-            self._header = list(frame.columns)
-            frame.to_csv(self._file, index=False, lineterminator="\n")
-        else:
-            frame.reindex(columns=self._header).to_csv(self._file, index=False, header=False, lineterminator="\n")
+            self._header = list(cols)
+            writer.writerow(self._header)
+        size = len(cols["round"])
+        writer.writerows(zip(*(cols.get(h, [None] * size) for h in self._header)))
         self._file.flush()
 
     def close(self) -> None:
@@ -86,7 +89,7 @@ class ClientsFile:
 def _header(path: Path) -> list[str] | None:
     with open(path, newline="") as f:
         line = f.readline()
-    return line.rstrip("\n").split(",") if line.endswith("\n") else None
+    return next(csv.reader([line.rstrip("\n")])) if line.endswith("\n") else None
 
 
 def _copy_rows(path: Path, out: Any, upto_round: int) -> int:

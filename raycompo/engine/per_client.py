@@ -106,24 +106,31 @@ class ClientMetrics:
             columns = {k: [extra.get(c, {}).get(k) for c in ids] for k in names}
         return cls(round_, np.array(ids, dtype=np.int64), n, metrics, columns)
 
-    def frame(self) -> Any:
-        """The tidy rows (a pandas DataFrame): one per (client, metric), columns round,
-        client, metric, value, n_samples, then the extra columns; client by client."""
-        import pandas as pd
-
+    def columns_of_rows(self) -> dict[str, list[Any]]:
+        """The tidy rows column by column (plain Python lists, as the CSV writer wants
+        them): round, client, metric, value, n_samples (None where unknown), then the extra
+        columns; one row per (client, metric), client by client."""
         names = list(self.metrics)
         k, m = len(self.clients), len(names)
-        data: dict[str, Any] = {
-            "round": np.full(k * m, self.round, dtype=np.int64),
-            "client": np.repeat(self.clients, m),
-            "metric": np.tile(np.array(names, dtype=object), k),
-            "value": np.column_stack([self.metrics[n] for n in names]).ravel() if m else np.zeros(0),
+        n = np.repeat(self.n_samples, m)
+        cols: dict[str, list[Any]] = {
+            "round": [self.round] * (k * m),
+            "client": np.repeat(self.clients, m).tolist(),
+            "metric": names * k,
+            "value": np.column_stack([self.metrics[x] for x in names]).ravel().tolist() if m else [],
+            "n_samples": [None if v != v else int(v) for v in n.tolist()],  # NaN: unknown
         }
-        n = pd.array(np.repeat(self.n_samples, m))
-        data["n_samples"] = n.astype("Int64") if not np.isnan(self.n_samples).any() else n
         for name, values in self.columns.items():
-            data[name] = np.repeat(np.array(values, dtype=object), m)
-        return pd.DataFrame(data)
+            cols[name] = [v for v in values for _ in range(m)]
+        return cols
+
+    def frame(self) -> Any:
+        """The tidy rows as a pandas DataFrame (`columns_of_rows`; n_samples as Int64)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.columns_of_rows())
+        frame["n_samples"] = frame["n_samples"].astype("Int64")
+        return frame
 
 
 def n_samples(data: Any) -> int | None:
