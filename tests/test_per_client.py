@@ -111,3 +111,20 @@ def test_ray_clients_file_equals_inline(ray_session, tmp_path):
                  out=str(tmp_path / "ray")).clients
     pd.testing.assert_frame_equal(on_ray.drop(columns="value"), inline.drop(columns="value"))
     np.testing.assert_allclose(on_ray["value"], inline["value"], rtol=1e-6, atol=1e-6)
+
+
+def test_records_compare_by_value_and_a_cut_last_line_is_dropped_when_read(tmp_path):
+    feds = [Federation(CFG), Federation(CFG)]
+    try:
+        a, b = (f.initial_row()[CLIENTS_KEY] for f in feds)
+    finally:
+        for f in feds:
+            f.close()
+    assert a == b  # same seed, same values: rows holding records compare with ==
+    b.metrics["val_acc"] = b.metrics["val_acc"] + 0.5
+    assert a != b
+    run(dataclasses.replace(CFG, rounds=1), out=str(tmp_path))
+    whole = read_clients(tmp_path)
+    with open(tmp_path / "clients.csv", "a") as f:
+        f.write("2,0,val_acc,0.")  # a kill during a write
+    pd.testing.assert_frame_equal(read_clients(tmp_path), whole)
