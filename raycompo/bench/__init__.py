@@ -19,7 +19,7 @@
   plugin       a user's own algorithm (examples/) vs a built-in: time to the first row, s/round,
                inline vs ray metrics difference, lines of code of the examples
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
-               K = 10^3..10^5 of 10^6 clients
+               K = 10^3, 10^4 of 10^6 clients
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """

@@ -25,9 +25,9 @@ FILE = "clients.csv"
 
 
 class ClientsFile:
-    """`clients.csv` of the run folder `folder`, open for appending. `upto_round` None: a new
-    run (the file starts empty); a round: a resumed run keeps the rows of rounds
-    0..upto_round that the file holds and drops the others."""
+    """`clients.csv` of the run folder `folder`, appended to at each evaluation. `upto_round`
+    None: a new run (no file until its first evaluation); a round: a resumed run keeps the
+    rows of rounds 0..upto_round that the file holds and drops the others."""
 
     def __init__(self, folder: str | Path, upto_round: int | None = None):
         self.path = Path(folder) / FILE
