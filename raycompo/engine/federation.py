@@ -187,25 +187,33 @@ class Federation:
             return list(range(self.n_clients))
         return RoundCtx(self, self.round).sample(k, stream=EVAL_STREAM)
 
-    def evaluate(self) -> dict[str, Any]:
-        """The evaluated clients' metrics as row columns (means, worst client, pooled,
-        global, then the spread over clients), and under `CLIENTS_KEY` the per-client
-        values themselves (a `ClientMetrics`, for clients.csv)."""
+    def evaluate(self) -> dict[str, float]:
+        """The evaluated clients' metrics as row columns: means, worst client, pooled,
+        global, then the spread over clients."""
+        return self.evaluate_clients()[0]
+
+    def evaluate_clients(self) -> tuple[dict[str, float], ClientMetrics]:
+        """`evaluate`'s columns and the per-client values themselves (for clients.csv)."""
         assert self.pool is not None
         per_client = self.pool.map("evaluate", self.round, {c: 1 for c in self.eval_clients()}, {"w": self.w}, False)
         clients = ClientMetrics.build(self.round, per_client,
                                       self.client_columns(sorted(per_client)) if self.client_columns else None)
         for metrics in per_client.values():
             metrics.pop(N_SAMPLES_KEY, None)  # the engine's, not the task's: pooled_metrics never sees it
-        row: dict[str, Any] = summarize(per_client, self.task.worst)
+        row = summarize(per_client, self.task.worst)
         row.update(self.task.pooled_metrics(per_client))
         row.update(self.algorithm.global_metrics(RoundCtx(self, self.round), self.w, row))
         row.update(spread(per_client, self.task.worst))
-        row[CLIENTS_KEY] = clients
-        return row
+        return row, clients
+
+    def _evaluated(self) -> dict[str, Any]:
+        """`evaluate`'s columns and, under `CLIENTS_KEY`, the per-client values, which travel
+        with the row to the run loop (engine/loop.py hands them to the observers)."""
+        row, clients = self.evaluate_clients()
+        return {**row, CLIENTS_KEY: clients}
 
     def initial_row(self) -> dict[str, Any]:
-        return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
+        return {"round": 0, **self._evaluated(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
                 **self.ledger.columns()}
 
     def run_round(self) -> dict[str, Any]:
@@ -218,7 +226,7 @@ class Federation:
         row: dict[str, Any] = {"round": self.round}
         finite = bool(torch.isfinite(self.w).all())
         if finite and (self.round % self.cfg.eval_every == 0 or self.round == self.cfg.rounds):
-            row.update(self.evaluate())
+            row.update(self._evaluated())
         row["round_time"] = round_time
         row["wall_time"] = self.elapsed
         row["diverged"] = not finite or any(
