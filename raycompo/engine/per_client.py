@@ -3,7 +3,7 @@
 Robust and fair federated learning reports how a model's quality is spread over the
 clients, not only its mean and its worst client: q-FedAvg's paper (Li et al. 2020) gives
 the variance of the clients' accuracies and the accuracy of the worst 10%. At each
-evaluation the driver (`Federation.evaluate`) therefore
+evaluation the driver (`Federation.evaluate_clients`) therefore
 
 * adds to the row, for every metric the task ranks clients by (`Task.worst`), the
   distribution columns `<metric>_std` (the population standard deviation over the
@@ -11,8 +11,8 @@ evaluation the driver (`Federation.evaluate`) therefore
   `<metric>_p90` (numpy's `percentile`, linear interpolation): for a metric whose worst
   client is the lowest (accuracies) the worst 10% lie below p10, for one whose worst is
   the highest (losses) above p90;
-* hands the evaluated clients' values on as one `ClientMetrics` under the row key
-  `CLIENTS_KEY`; the run loop (engine/loop.py) takes it out of the row before any observer
+* hands the evaluated clients' values on as one `ClientMetrics`, under the key
+  `CLIENTS_KEY` of the row of `Federation.initial_row` / `run_round`; the run loop (engine/loop.py) takes it out of the row before any observer
   sees the row and gives it to `Observer.on_clients`, which writes `clients.csv`
   (raycompo/engine/clients_file.py). It travels from a driver actor to the caller inside the
   rows, so the inline and the Ray backend hand on the same records.
