@@ -25,22 +25,37 @@ A task or algorithm is named the same way everywhere (Python, `--task`/`--algo`,
 sweep's keys): a registered name, 'path/to/file.py:ClassName',
 'package.module:ClassName', or (Python) the class itself; see `raycompo.plugins`.
 
-The package, layer by layer (each depends only on those above it):
+The package, layer by layer from the bottom (each imports only from its own layer and those
+above it in this list; `a | b`: siblings that do not import each other; checked in CI by
+`lint-imports`, see docs/architecture.md):
 
-  errors, settings     user-facing errors; typed settings dataclasses (`--set key=value`)
-  problems/            compositional objectives as pure torch functions
-  models/, data/       models over a flat parameter vector; data sets and partitions
+  errors               user-facing errors
+  per_client           one evaluation's per-client values and their spread over clients
+  settings | seeding | costs | lockfile | registry | backends | observers | stats | cost_axes
+                       typed settings dataclasses and `--set key=value`; seeded streams; the
+                       cost record of an exchange; file locks; discovery of built-ins; backend
+                       names; the Observer interface; t-intervals; the cost axes (--x, --rank-at)
+  problems | models | data
+                       compositional objectives as pure torch functions; models over a flat
+                       parameter vector; data sets and partitions
   tasks/               the papers' tasks (clients' data, model, loss, evaluation);
                        tasks/from_data: a task from the user's own arrays
   algorithms/          one file per algorithm: client phases + the server's round
-  plugins, registry    names, specs and entry points -> classes; shipping user code to Ray
-  config               a run's configuration, resolved into validated settings
+  plugins              names, specs and entry points -> classes (list_algorithms,
+                       list_tasks); shipping user code to Ray
   vectorize            which client phases run batched (--vectorize), and why not
-  backends             where a run executes: inline (reference) or Ray actors
-  engine/              runs an algorithm over clients: hosts, pools, driver, checkpoints,
-                       recovery, placement, metrics for the dashboard
-  api                  raycompo.run / resume / tune
-  run, tune/, reproduce/, bench/   the command lines
+  system/              the simulated system clock (when it lands)
+  config               a run's configuration, resolved into validated settings
+  clients_file         the run folder's clients.csv
+  results              the run folder: config.json, metrics.csv, resuming
+  engine/              runs an algorithm over clients: hosts, pools (inline, Ray actors),
+                       driver, checkpoints, recovery, placement, metrics for the dashboard;
+                       the only layer that imports Ray
+  progress | trackers  watchers of a run: the progress line, MLflow / W&B
+  api                  raycompo.run / resume
+  run | tune/ | reproduce/ | plot | grafana
+                       the command lines (tune/ also holds raycompo.tune and the sweeps)
+  bench/               benchmarks
 """
 
 from __future__ import annotations
@@ -57,10 +72,10 @@ _EXPORTS = {
     "plot": ("raycompo.plot", None),
     "resume": ("raycompo.api", "resume"),
     "RunResult": ("raycompo.engine.runner", "RunResult"),
-    "SweepResult": ("raycompo.api", "SweepResult"),
+    "SweepResult": ("raycompo.tune.api", "SweepResult"),
     "RunConfig": ("raycompo.config", "RunConfig"),
-    "list_algorithms": ("raycompo.algorithms", "algorithms"),
-    "list_tasks": ("raycompo.tasks", "tasks"),
+    "list_algorithms": ("raycompo.plugins", "list_algorithms"),
+    "list_tasks": ("raycompo.plugins", "list_tasks"),
     # writing an algorithm
     "Algorithm": ("raycompo.algorithms.base", "Algorithm"),
     "LocalSettings": ("raycompo.algorithms.base", "LocalSettings"),

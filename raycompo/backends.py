@@ -1,19 +1,19 @@
-"""The one backend registry: a backend's name -> how its pool is made and whether it
-needs Ray. `--backend`, `RunConfig.backend`, the runner and the sweeps all read it.
+"""The one backend registry: a backend's name -> what it is and whether it needs Ray.
+`--backend`, `RunConfig.backend`, the runner and the sweeps all read it.
 
-A new backend (a vectorized or GPU-batched pool, say) is one entry here and a class
-that implements `engine.pools.Pool`.
+This module is names only (it sits below `config`, which checks a run's backend against
+it); how each backend's pool is made lives in the engine (`engine.pools.POOLS`, the only
+layer that imports Ray). A new backend (a vectorized or GPU-batched pool, say) is one
+entry here and one in `engine.pools.POOLS`, with a class that implements
+`engine.pools.Pool`; tests/test_backends.py checks that the two tables name the same
+backends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from raycompo.config import Resolved
-    from raycompo.engine.pools import Pool
+from raycompo.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -22,43 +22,21 @@ class Backend:
     description: str
     uses_ray: bool
     """Whether the run starts (or joins) Ray, with its driver as an actor."""
-    make_pool: Callable[..., Pool]
-    """(resolved, namespace=None, placement_group=None, run=None, hosts=None) -> Pool; `run`
-    names the run in the host actors' repr; `hosts`: where a Ray pool's host actors come
-    from (engine/host_actors.py), ignored by other backends."""
-
-
-def _inline(resolved: Resolved, **_: Any) -> Pool:
-    from raycompo.engine.pools import InlinePool
-
-    return InlinePool(resolved)
-
-
-def _ray(resolved: Resolved, namespace: str | None = None, placement_group: Any = None, run: str | None = None,
-        hosts: Any = None) -> Pool:
-    from raycompo.engine.ray_pool import RayPool
-
-    return RayPool(resolved, namespace=namespace, placement_group=placement_group, run=run, hosts=hosts)
 
 
 REGISTRY: dict[str, Backend] = {
-    "ray": Backend("ray", "client hosts as Ray actors, the driver as an actor", True, _ray),
-    "inline": Backend("inline", "one process, sequential: the reference", False, _inline),
+    "ray": Backend("ray", "client hosts as Ray actors, the driver as an actor", True),
+    "inline": Backend("inline", "one process, sequential: the reference", False),
 }
 
 
 def backend_names() -> tuple[str, ...]:
+    """The registered backends' names ('ray', 'inline')."""
     return tuple(REGISTRY)
 
 
 def get_backend(name: str) -> Backend:
-    from raycompo.errors import ConfigError
-
+    """The backend called `name`; a ConfigError naming the registered ones otherwise."""
     if name not in REGISTRY:
         raise ConfigError(f"unknown backend {name!r}; choose one of: {', '.join(REGISTRY)}")
     return REGISTRY[name]
-
-
-def make_pool(resolved: Resolved, **options: Any) -> Pool:
-    """The pool of `resolved.config.backend` (options: namespace, placement_group, run, hosts)."""
-    return get_backend(resolved.config.backend).make_pool(resolved, **options)

@@ -131,12 +131,11 @@ def setting_owners(*extra: tuple[str, str, type]) -> dict[str, str]:
     A key declared by a task and by an algorithm would make one `--set` change both
     silently: that is an error here naming both owners, raised on first use after the
     classes are defined."""
-    from raycompo.algorithms import algorithms
-    from raycompo.tasks import tasks
+    from raycompo.plugins import list_algorithms, list_tasks
 
     owners: dict[str, str] = {}
     where: dict[str, str] = {}
-    found = [(kind, name, cls) for kind, registry in (("task", tasks()), ("algo", algorithms()))
+    found = [(kind, name, cls) for kind, registry in (("task", list_tasks()), ("algo", list_algorithms()))
              for name, cls in sorted(registry.items())]
     known = {cls for _, _, cls in found}
     for kind, cls_name, cls in found + [e for e in extra if e[2] not in known]:
@@ -180,6 +179,17 @@ def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, con
     return out
 
 
+def tasks_that_fit(algo_cls: type, task_cls: type) -> str:
+    """'. Tasks that fit: ...' (the registered tasks with every capability `algo_cls`
+    requires) when `task_cls` lacks one of them, else ''."""
+    from raycompo.plugins import list_tasks
+
+    if algo_cls.requires <= task_cls.capabilities:
+        return ""
+    fits = sorted(n for n, t in list_tasks().items() if algo_cls.requires <= t.capabilities)
+    return f". Tasks that fit: {', '.join(fits)}"
+
+
 def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     """Look up the task and algorithm, check that they fit, and build their settings: the
     task's paper defaults for algorithm settings first, then the user's overrides.
@@ -207,7 +217,13 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     task_settings = build(task_cls.Settings, settings)
     task_settings.validate()
     algo_settings = build(algo_cls.Settings, algorithm_overrides(task_cls, algo_cls, settings))
-    algo_cls.check_task(task_cls, algo_settings)
+    try:
+        algo_cls.check_task(task_cls, algo_settings)
+    except ConfigError as exc:
+        hint = tasks_that_fit(algo_cls, task_cls)
+        if not hint:
+            raise
+        raise ConfigError(f"{exc}{hint}") from None
     task = task_cls(task_settings, cfg.seed, cfg.data_dir) if check_clients else None
     n_clients = task.n_clients if task is not None else 10**9
     algo_settings.validate(n_clients)

@@ -104,7 +104,7 @@ def paper_name(algo: str) -> str:
 
 def metric_label(metric: str) -> str:
     """The y axis label: e.g. 'worst client's validation accuracy'; a spread column
-    (engine/per_client.py) as 'validation accuracy: 10th percentile over clients'."""
+    (raycompo/per_client.py) as 'validation accuracy: 10th percentile over clients'."""
     if metric in METRIC_LABELS:
         return METRIC_LABELS[metric]
     base, _, stat = metric.rpartition("_")
@@ -234,7 +234,7 @@ def curve(line: Line, metric: str, x: str):
     import numpy as np
     import pandas as pd
 
-    from raycompo.reproduce.stats import t_quantile
+    from raycompo.stats import t_quantile
 
     ys, xs = [], []
     for r in line.runs:

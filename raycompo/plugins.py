@@ -125,6 +125,18 @@ def registered(kind: str) -> dict[str, type]:
     return reg
 
 
+def list_algorithms() -> dict[str, type]:
+    """Every registered algorithm by name (`raycompo.list_algorithms()`): the built-ins and
+    installed packages' entry points."""
+    return registered("algorithm")
+
+
+def list_tasks() -> dict[str, type]:
+    """Every registered task by name (`raycompo.list_tasks()`): the built-ins and installed
+    packages' entry points."""
+    return registered("task")
+
+
 # --- specs -----------------------------------------------------------------------------
 def load(kind: str, spec: str | type, base_dir: str | Path | None = None) -> type:
     """The class of `kind` that `spec` names (see the module docstring). Raises

@@ -1,7 +1,7 @@
 """Run outputs: `config.json` (every setting, the seed, the status), `metrics.csv`
 (one row per round, appended and flushed as the run goes, so a crash or divergence
 keeps the rows already written) and `clients.csv` (every evaluated client's metrics,
-raycompo/engine/clients_file.py).
+raycompo/clients_file.py).
 
 What belongs to a run folder (`RUN_FILES`, the `*.tmp` of atomic writes, the end-of-run
 files config.json lists, the lock of raycompo/lockfile.py) is known here: `--overwrite`
@@ -17,10 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from raycompo.engine.clients_file import ClientsFile
-from raycompo.engine.observers import Observer, Row
-from raycompo.engine.per_client import ClientMetrics
+from raycompo.clients_file import ClientsFile
 from raycompo.errors import ConfigError
+from raycompo.observers import Observer, Row
+from raycompo.per_client import ClientMetrics
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
 RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "clients.csv")

@@ -21,21 +21,11 @@ from typing import Any
 
 from raycompo.config import BACKENDS, RunConfig, resolve
 from raycompo.errors import RaycompoError
-from raycompo.settings import parse_value
+from raycompo.settings import parse_sets
 from raycompo.trackers import TRACKERS
 
 EXIT_BAD_INPUT = 2
 EXIT_DIVERGED = 3
-
-
-def parse_sets(items: list[str]) -> dict[str, Any]:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise RaycompoError(f"--set expects key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = parse_value(value)
-    return out
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,13 +88,18 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
     are listed too."""
     import dataclasses
 
-    from raycompo.algorithms import algorithms
-    from raycompo.plugins import builtins, entry_points, is_spec_string, load
+    from raycompo.plugins import (
+        builtins,
+        entry_points,
+        is_spec_string,
+        list_algorithms,
+        list_tasks,
+        load,
+    )
     from raycompo.settings import field_docs
-    from raycompo.tasks import tasks
 
     lines = []
-    for title, kind, reg, spec in (("tasks", "task", tasks(), task), ("algorithms", "algorithm", algorithms(), algo)):
+    for title, kind, reg, spec in (("tasks", "task", list_tasks(), task), ("algorithms", "algorithm", list_algorithms(), algo)):
         lines.append(f"{title}:")
         origin = {ep.name: f"  (package {ep.dist})" for ep in entry_points(kind) if ep.name not in builtins(kind)}
         entries = sorted(reg.items())

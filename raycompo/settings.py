@@ -39,6 +39,18 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """The command lines' `--set key=value` items -> {key: parse_value(value)}; a
+    ConfigError for an item without '='."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = parse_value(value)
+    return out
+
+
 def parse_value(text: str) -> Any:
     """'0.1' -> 0.1, '5' -> 5, 'true' -> True, 'none' -> None, else the string."""
     low = text.strip().lower()

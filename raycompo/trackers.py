@@ -38,8 +38,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from raycompo.engine.observers import Observer, Row, RunInfo
 from raycompo.errors import ConfigError
+from raycompo.observers import Observer, Row, RunInfo
 
 TRACKERS = ("mlflow", "wandb")
 SKIP_FILES = ("checkpoint.pt",)

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-import raycompo.tasks as task_registry
+import raycompo.plugins as task_registry
 from raycompo.algorithms.base import Algorithm, client_phase
 from raycompo.config import RunConfig, resolve, setting_owners
 from raycompo.engine import run
@@ -29,9 +29,9 @@ def test_phases_are_collected_from_declarations_and_mixins():
             return {"x": 2 * payload["x"]}, {**state, "n": state.get("n", 0) + 1}
 
     assert set(Probe.phases) == {"evaluate", "twice"}
-    from raycompo.algorithms import algorithm_class
+    from raycompo.plugins import load
 
-    assert algorithm_class("fedmaml").phases["evaluate"] == "client_evaluate"  # from the mixin
+    assert load("algorithm", "fedmaml").phases["evaluate"] == "client_evaluate"  # from the mixin
 
 
 @pytest.mark.parametrize("task,algo,message", [
@@ -59,9 +59,9 @@ def test_a_colliding_key_is_an_error(monkeypatch):
         def validate(self):
             pass
 
-    real = task_registry.tasks()
+    real = task_registry.list_tasks()
     fake = type("Clashing", (), {"Settings": Clash})
-    monkeypatch.setattr(task_registry, "tasks", lambda: {**real, "clashing": fake})
+    monkeypatch.setattr(task_registry, "list_tasks", lambda: {**real, "clashing": fake})
     with pytest.raises(ConfigError, match="'lr' is declared by"):
         setting_owners()
 

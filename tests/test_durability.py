@@ -20,7 +20,7 @@ import torch
 from raycompo.config import RunConfig
 from raycompo.engine import checkpoint, run
 from raycompo.engine.faults import KillActor, KillOnRestore
-from raycompo.engine.observers import Observer
+from raycompo.observers import Observer
 from raycompo.run import main
 from tests.helpers import SMALL_DRO, assert_rows_close, small_config
 

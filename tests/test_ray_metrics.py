@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from raycompo.engine.observers import RunInfo
 from raycompo.engine.ray_metrics import RayMetrics
+from raycompo.observers import RunInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 

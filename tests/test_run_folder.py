@@ -21,8 +21,8 @@ import torch
 import raycompo
 from raycompo import lockfile, results
 from raycompo.engine import checkpoint, run
-from raycompo.engine.observers import Observer
 from raycompo.errors import ConfigError
+from raycompo.observers import Observer
 from raycompo.run import main
 from raycompo.tune.results import SweepStore
 from raycompo.tune.sweep import run_sweep

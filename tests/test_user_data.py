@@ -172,9 +172,9 @@ def test_partitioner_parameters_are_settings_with_the_same_defaults():
 # --- settings -----------------------------------------------------------------------------
 
 def test_settings_keys_collide_with_no_algorithm_key_and_all_have_docs():
-    from raycompo.algorithms import algorithms
+    from raycompo.plugins import list_algorithms
 
-    algo_keys = {k for cls in algorithms().values() for k in names(cls.Settings)}
+    algo_keys = {k for cls in list_algorithms().values() for k in names(cls.Settings)}
     x, y = blobs()
     for cls in (ArraysSettings, ClientsSettings, task_from_arrays(x, y, n_clients=4).Settings):
         assert not set(names(cls)) & algo_keys, set(names(cls)) & algo_keys

@@ -202,14 +202,13 @@ def test_plan_and_errors():
         assert plan.phases == (("evaluate",) if algo == "gcivr" else ())
         with pytest.raises(ConfigError, match="--vectorize on: .*" + why.split()[-1] + ".*use --vectorize auto"):
             resolve(dataclasses.replace(cfg, vectorize="on"))
-    from raycompo.algorithms import algorithms
-    from raycompo.tasks import tasks
+    from raycompo.plugins import list_algorithms, list_tasks
     from raycompo.vectorize import blocker
 
-    scgdm = algorithms()["local-scgdm"]
-    why = blocker(scgdm, scgdm.Settings(), tasks()["maml-omniglot"])  # Omniglot's data is not here: the class alone
+    scgdm = list_algorithms()["local-scgdm"]
+    why = blocker(scgdm, scgdm.Settings(), list_tasks()["maml-omniglot"])  # Omniglot's data is not here: the class alone
     assert "maml-omniglot: its meta-batches do not declare vmap_meta_batches" in why
-    assert blocker(scgdm, scgdm.Settings(), tasks()["maml-sinusoid"]) is None
+    assert blocker(scgdm, scgdm.Settings(), list_tasks()["maml-sinusoid"]) is None
     with pytest.raises(ConfigError, match="vectorize must be one of auto, on, off"):
         resolve(RunConfig(vectorize="yes", backend="inline"))
     with pytest.raises(ConfigError, match="outer_batch_size"):

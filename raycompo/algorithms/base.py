@@ -146,15 +146,13 @@ class Algorithm:
     @classmethod
     def check_task(cls, task_cls: type[Task], settings: Any) -> None:
         """Reject a task this algorithm cannot run on (ConfigError), before anything runs.
-        The default checks `requires` against the task's declared capabilities."""
+        The default checks `requires` against the task's declared capabilities (`resolve`
+        adds the registered tasks that have them to the message)."""
         missing = sorted(cls.requires - task_cls.capabilities)
         if missing:
-            from raycompo.tasks import tasks
-
-            fits = sorted(n for n, t in tasks().items() if cls.requires <= t.capabilities)
             raise ConfigError(
                 f"algorithm {cls.name} needs a task with {', '.join(missing)}; task {task_cls.name} has "
-                f"{', '.join(sorted(task_cls.capabilities)) or 'none of that'}. Tasks that fit: {', '.join(fits)}"
+                f"{', '.join(sorted(task_cls.capabilities)) or 'none of that'}"
             )
 
     def phase(self, name: str) -> Callable[[Any, State, Payload], PhaseResult]:

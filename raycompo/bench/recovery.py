@@ -28,9 +28,9 @@ import torch
 from raycompo.config import RunConfig
 from raycompo.engine import run, runner
 from raycompo.engine.faults import KillActor
-from raycompo.engine.observers import Observer, Row
 from raycompo.engine.ray_start import ensure_ray
-from raycompo.run import parse_sets
+from raycompo.observers import Observer, Row
+from raycompo.settings import parse_sets
 
 TIME_COLUMNS = ("round_time", "wall_time")
 

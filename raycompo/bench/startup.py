@@ -27,7 +27,7 @@ def stamp(name):
     stamps[name] = time.perf_counter() - t0
 import raycompo.engine.runner as runner
 from raycompo.config import RunConfig
-from raycompo.engine.observers import Observer
+from raycompo.observers import Observer
 stamp("imports")
 real_ensure, real_start = runner.ensure_ray, runner.start_driver
 def ensure(*a, **k):
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from raycompo.run import parse_sets
+    from raycompo.settings import parse_sets
 
     sets = parse_sets(args.sets)
     variants = {"inline": ("inline", False), "ray": ("ray", True), "ray, no dashboard": ("ray", False)}

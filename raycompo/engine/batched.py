@@ -16,7 +16,7 @@ import torch
 
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.engine.ledger import NUMBER_BYTES, MemberCosts, samples_read
-from raycompo.engine.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
+from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
 FLOATS_PER_MODEL = 8
 """Model-sized float tensors alive per client in a batched step: the rows of w, their
@@ -111,7 +111,7 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
                      for key, value in out.items()}
             for i, (cid, _) in enumerate(chunk):
                 result[cid] = {key: _on_cpu(value[i]) for key, value in moved.items()}
-                if phase == EVALUATE:  # each client's n_i, for clients.csv (engine/per_client.py)
+                if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/per_client.py)
                     result[cid][N_SAMPLES_KEY] = n_samples(ctxs[i].data)
     return result
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from raycompo.engine.observers import Observer, Row
 from raycompo.errors import ConfigError
+from raycompo.observers import Observer, Row
 
 FILE = "checkpoint.pt"
 FORMAT = 1

@@ -13,6 +13,7 @@ from raycompo.backends import Backend
 from raycompo.config import Resolved
 from raycompo.engine import dashboard_start
 from raycompo.engine.federation import Federation
+from raycompo.engine.pools import pool_factory
 
 CLOSE_TIMEOUT_S = 10.0
 """How long closing waits for the driver actor to end its hosts before killing it, and then
@@ -81,7 +82,7 @@ def start_driver(resolved: Resolved, backend: Backend, where: str = "actor", nam
     for the run); it lives in this process, so it needs `where="local"`."""
     run = run or namespace
     if not backend.uses_ray:
-        return Federation(resolved, backend.make_pool, run=run)
+        return Federation(resolved, pool_factory(backend.name), run=run)
     fed = _start_on_ray(resolved, backend, where, namespace, placement_group, run, hosts)
     dashboard_start.actors_started()  # the dashboard waited for the run's actors (engine/dashboard_start.py)
     return fed
@@ -90,7 +91,7 @@ def start_driver(resolved: Resolved, backend: Backend, where: str = "actor", nam
 def _start_on_ray(resolved: Resolved, backend: Backend, where: str, namespace: str | None, placement_group: Any,
                   run: str | None, hosts: Any) -> Any:
     """`start_driver` with Ray: the driver here or in its actor, and the pool's hosts."""
-    factory = functools.partial(backend.make_pool, namespace=namespace, placement_group=placement_group, run=run,
+    factory = functools.partial(pool_factory(backend.name), namespace=namespace, placement_group=placement_group, run=run,
                                 hosts=hosts)
     if where == "local":
         return Federation(resolved, factory, run=run)

@@ -8,7 +8,7 @@ One round:
   3. the driver turns per-client metrics into a row: means over clients, the worst
      client (lowest accuracy, highest loss), the task's pooled metrics (e.g. rates
      over all evaluated clients' data) and the spread over clients (std, percentiles);
-     the per-client values travel on with the row (engine/per_client.py).
+     the per-client values travel on with the row (raycompo/per_client.py).
 """
 
 from __future__ import annotations
@@ -24,15 +24,9 @@ import torch
 from raycompo.config import Resolved, RunConfig, resolve
 from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import Ledger, exchange_cost
-from raycompo.engine.per_client import (
-    CLIENTS_KEY,
-    N_SAMPLES_KEY,
-    ClientColumns,
-    ClientMetrics,
-    spread,
-)
-from raycompo.engine.pools import Pool
+from raycompo.engine.pools import Pool, make_pool
 from raycompo.errors import ConfigError
+from raycompo.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
 from raycompo.seeding import SERVER, generator
 
 EVAL_STREAM = 99
@@ -295,7 +289,5 @@ class Federation:
 
 
 def default_pool(resolved: Resolved) -> Pool:
-    """The pool of the config's backend, from the one backend registry."""
-    from raycompo.backends import make_pool
-
+    """The pool of the config's backend (`engine.pools.POOLS`)."""
     return make_pool(resolved)

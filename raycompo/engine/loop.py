@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from raycompo.engine.observers import Observer, Row
-from raycompo.engine.per_client import CLIENTS_KEY
+from raycompo.observers import Observer, Row
+from raycompo.per_client import CLIENTS_KEY
 
 MAX_ROUNDS_PER_CALL = 50
 """At most this many rounds in one call to a remote driver."""
@@ -45,7 +45,7 @@ def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], bound
 
 
 def emit(row: Row, observer: Observer) -> None:
-    """Give `row` to the observers; its evaluated clients' values (engine/per_client.py)
+    """Give `row` to the observers; its evaluated clients' values (raycompo/per_client.py)
     first, taken out of the row (they are not columns)."""
     row.setdefault("diverged", False)
     clients = row.pop(CLIENTS_KEY, None)

@@ -15,18 +15,18 @@ import pandas as pd
 
 from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
+from raycompo.clients_file import read_clients
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint, memory, signals
-from raycompo.engine.clients_file import read_clients
 from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.loop import run_rounds
-from raycompo.engine.observers import Callback, Observer, Observers, Row, RunInfo
-from raycompo.engine.per_client import ClientMetrics
 from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
 from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
+from raycompo.observers import Callback, Observer, Observers, Row, RunInfo
+from raycompo.per_client import ClientMetrics
 from raycompo.results import RunWriter, read_config
 from raycompo.tasks.base import Task
 from raycompo.vectorize import resolved_plan

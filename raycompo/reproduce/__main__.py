@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list or not args.name:
         print(listing())
         return 0
-    from raycompo.run import parse_sets
+    from raycompo.settings import parse_sets
 
     try:
         reproduce(args.name, out=args.out, seeds=args.seeds, rounds=args.rounds, full=args.full,

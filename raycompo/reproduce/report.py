@@ -16,7 +16,7 @@ import pandas as pd
 
 from raycompo.reproduce.runner import Job, command, read_config
 from raycompo.reproduce.spec import Better, Bound, Claim, Close, Variant
-from raycompo.reproduce.stats import mean_ci, t_quantile
+from raycompo.stats import mean_ci, t_quantile
 
 
 @dataclass

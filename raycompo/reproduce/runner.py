@@ -41,11 +41,10 @@ def scaled(value: int, factor: float) -> int:
 def applicable(extra: dict[str, Any], task: str, algo: str) -> dict[str, Any]:
     """The extra settings that the task or the algorithm knows (e.g. `gamma` applies to
     ComFedL variants, not to FedAvg's)."""
-    from raycompo.algorithms import algorithm_class
+    from raycompo.plugins import load
     from raycompo.settings import names
-    from raycompo.tasks import task_class
 
-    known = set(names(task_class(task).Settings)) | set(names(algorithm_class(algo).Settings))
+    known = set(names(load("task", task).Settings)) | set(names(load("algorithm", algo).Settings))
     return {k: v for k, v in extra.items() if k in known}
 
 

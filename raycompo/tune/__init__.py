@@ -8,25 +8,22 @@
 * `results`    trials.csv, metrics.parquet, best.json;
 * `cli`        the command line.
 
-From Python, this package is callable: `raycompo.tune(space, ...)` is `raycompo.api.tune`.
+From Python, this package is callable: `raycompo.tune(space, ...)` is `raycompo.tune.api.tune`
+(`api`: the function and its `SweepResult`).
 """
 
+from raycompo.tune.api import SweepResult, tune
 from raycompo.tune.space import Space, available_spaces, load_space, validate
 from raycompo.tune.sweep import SweepOptions, prepare, run_sweep
 
-__all__ = ["Space", "SweepOptions", "available_spaces", "load_space", "prepare", "run_sweep", "validate"]
-
-
-def _call(*args, **kwargs):
-    from raycompo.api import tune
-
-    return tune(*args, **kwargs)
+__all__ = ["Space", "SweepOptions", "SweepResult", "available_spaces", "load_space", "prepare", "run_sweep", "tune",
+           "validate"]
 
 
 def _callable() -> None:
     from raycompo.api import callable_module
 
-    callable_module(__name__, _call)
+    callable_module(__name__, tune)
 
 
 _callable()

@@ -23,7 +23,7 @@ from raycompo.backends import backend_names
 from raycompo.cost_axes import COST_AXES
 from raycompo.engine.signals import exit_code, sigterm_as_sigint
 from raycompo.errors import RaycompoError
-from raycompo.run import parse_sets
+from raycompo.settings import parse_sets
 from raycompo.trackers import TRACKERS, check_trackers
 from raycompo.tune.space import available_spaces, load_space
 from raycompo.tune.sweep import (

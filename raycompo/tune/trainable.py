@@ -45,7 +45,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycompo.engine.observers import Observer
+from raycompo.observers import Observer
 
 
 @dataclass

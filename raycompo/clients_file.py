@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from raycompo.engine.per_client import ClientMetrics
 from raycompo.errors import ConfigError
+from raycompo.per_client import ClientMetrics
 
 FILE = "clients.csv"
 

@@ -1,0 +1,111 @@
+"""`raycompo.tune(...)` from Python: sweep a search space and get its trials and best
+settings as data (`SweepResult`); `python -m raycompo.tune` (tune/cli.py) is the same
+sweep from the command line. It lives in this package, above `raycompo.api` (which runs
+one federation), so that the sweep machinery below it and the command line beside it
+need nothing from above."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from raycompo.errors import ConfigError
+
+
+@dataclass
+class SweepResult:
+    """What `raycompo.tune` returns."""
+
+    trials: pd.DataFrame
+    """One row per trial (trials.csv): algorithm, swept settings, final_<metric>, status..."""
+    best: dict[str, Any]
+    """Per algorithm (the space's key): `settings` and `value` of its best trial, its
+    `command`, and counts of trials (best.json's "algorithms")."""
+    out: Path
+    """The sweep folder (sweep.json, trials.csv, metrics.parquet, best.json)."""
+    interrupted: bool
+    """True when trials are left (Ctrl-C, stop_after, failed trials): `raycompo.tune(resume=out)`."""
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """Every round of every trial (metrics.parquet)."""
+        path = self.out / "metrics.parquet"
+        return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+
+
+def tune(
+    space: str | Path | Mapping[str, Any] | None = None,
+    *,
+    search: str = "optuna",
+    samples: int | None = None,
+    rounds: int | None = None,
+    metric: str | None = None,
+    mode: str | None = None,
+    algorithms: Sequence[str] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    backend: str = "inline",
+    hosts_per_trial: int = 2,
+    cpus_per_actor: float = 0.25,
+    gpus_per_actor: float = 0.0,
+    driver_cpus: float | None = None,
+    scheduler: str = "none",
+    max_concurrent: int | None = None,
+    seed: int | None = None,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    stop_after: int | None = None,
+    quiet: bool = True,
+    tracker: str | Sequence[str] | None = None,
+    rank_at: str | None = None,
+) -> SweepResult:
+    """Sweep a search space with Ray Tune (+ Optuna) and return the trials and the best
+    settings, as `python -m raycompo.tune` does.
+
+    space: a space name in sweeps/, a path to a YAML file, or a dict with the same keys
+        (task, algorithms, rounds, metric, mode, ...; see `raycompo.tune.space`). An
+        algorithm key may be a registered name, a 'file.py:Class' / 'module:Class' spec or
+        an `Algorithm` subclass; `task` likewise.
+    search: 'optuna' (TPE over the space's values, `samples` per algorithm) or 'grid'.
+    backend: the engine inside each trial: 'inline' or 'ray' (hosts_per_trial host actors
+        of cpus_per_actor CPUs / gpus_per_actor GPUs each).
+    out: the sweep folder (default sweep_results/<space>-<time>); resume=FOLDER continues
+        an interrupted sweep (space and options are read from FOLDER/sweep.json).
+    tracker: 'mlflow' and/or 'wandb': every trial also logged there (Ray Tune's callbacks).
+    quiet=False shows the sweep's progress (a bar of trials on a terminal, lines elsewhere).
+    rank_at: 'samples', 'values' (values_up + values_down), 'bytes' (bytes_up + bytes_down)
+        or 'sim_time': rank the trials at equal cost (each trial's metric at its last
+        evaluated row whose cost is <= the smallest final cost of the completed trials;
+        `best` then holds `value_round` and `value_cost`); None: after the last round.
+    Other arguments are those of the command line. Raises ConfigError on bad input."""
+    from raycompo.trackers import check_trackers
+    from raycompo.tune.results import SweepStore
+    from raycompo.tune.space import space_from_dict
+    from raycompo.tune.sweep import SweepOptions, check_resources, ensure_ray, prepare, run_sweep
+
+    trackers = check_trackers(tracker)
+    if space is None and resume is None:
+        raise ConfigError("give a space (a name, a YAML path or a dict) or resume=FOLDER")
+    parsed = space_from_dict(dict(space)) if isinstance(space, Mapping) else None
+    opts = SweepOptions(
+        space=str(space) if space is not None and parsed is None else (parsed.name if parsed else ""),
+        search=search, samples=samples, rounds=rounds, metric=metric, mode=mode, scheduler=scheduler,
+        max_concurrent=max_concurrent, backend=backend, hosts_per_trial=hosts_per_trial, driver_cpus=driver_cpus,
+        cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor, seed=seed,
+        algorithms=list(algorithms) if algorithms else None, settings=dict(settings or {}),
+        out=None if out is None else str(out), rank_at=rank_at,
+    )
+    space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed)
+    ensure_ray(address, num_cpus)
+    if address is None:
+        check_resources(space_obj, meta)
+    outcome = run_sweep(space_obj, meta, store, max_concurrent=max_concurrent, quiet=quiet, stop_after=stop_after,
+                        trackers=trackers)
+    trials = SweepStore(store.dir).trials() if store.trials_path.exists() else pd.DataFrame()
+    return SweepResult(trials=trials, best=outcome.best.get("algorithms", {}), out=Path(store.dir),
+                       interrupted=outcome.interrupted)
