@@ -91,3 +91,15 @@ def test_spread_columns_have_readable_labels(runs):
 
     assert metric_label("val_acc_p10") == "validation accuracy: 10th percentile over clients"
     assert metric_label("train_loss_std") == "training loss: standard deviation over clients"
+
+
+def test_a_real_run_plots_against_the_ledgers_columns(tmp_path):
+    from tests.helpers import SMALL_DRO
+
+    raycompo.run("dro-mnist5k", "fedavg", rounds=3, settings=SMALL_DRO, out=tmp_path / "fedavg")
+    rows = pd.read_csv(tmp_path / "fedavg" / "metrics.csv")
+    for axis, columns in (("values", ["values_up", "values_down"]), ("bytes", ["bytes_up", "bytes_down"]),
+                          ("samples", ["samples"])):
+        x = _lines(raycompo.plot(tmp_path, "val_acc", x=axis))["FedAvg"]
+        np.testing.assert_allclose(x, rows[columns].sum(axis=1).to_numpy())
+        assert x[-1] > x[0] == 0  # cumulative, from nothing at round 0
