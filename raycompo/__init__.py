@@ -31,20 +31,21 @@ above it in this list; `a | b`: siblings that do not import each other; checked 
 
   errors               user-facing errors
   per_client           one evaluation's per-client values and their spread over clients
-  settings | seeding | costs | lockfile | registry | backends | observers | stats | cost_axes
+  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats | cost_axes
                        typed settings dataclasses and `--set key=value`; seeded streams; the
-                       cost record of an exchange; file locks; discovery of built-ins; backend
-                       names; the Observer interface; t-intervals; the cost axes (--x, --rank-at)
-  problems | models | data
+                       cost record of an exchange; the cost limits a run stops at; file locks;
+                       discovery of built-ins; backend names; the Observer interface;
+                       t-intervals; the cost axes (--x, --rank-at)
+  problems | models | data | system/
                        compositional objectives as pure torch functions; models over a flat
-                       parameter vector; data sets and partitions
+                       parameter vector; data sets and partitions; the simulated system
+                       clock (when it lands)
   tasks/               the papers' tasks (clients' data, model, loss, evaluation);
                        tasks/from_data: a task from the user's own arrays
   algorithms/          one file per algorithm: client phases + the server's round
   plugins              names, specs and entry points -> classes (list_algorithms,
                        list_tasks); shipping user code to Ray
   vectorize            which client phases run batched (--vectorize), and why not
-  system/              the simulated system clock (when it lands)
   config               a run's configuration, resolved into validated settings
   clients_file         the run folder's clients.csv
   results              the run folder: config.json, metrics.csv, resuming

@@ -22,6 +22,7 @@ spellings work whatever was imported first.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -64,6 +65,7 @@ def run(
     threads: int | None = None,
     vectorize: str = "auto",
     vectorize_memory: float = 512.0,
+    budget: Mapping[str, float] | None = None,
     on_row: Callable[[Row], None] | None = None,
     progress: bool | str = False,
     tracker: str | Sequence[str] | None = None,
@@ -87,6 +89,10 @@ def run(
     vectorize: 'auto' (default), 'on' or 'off': run each host's clients as one batched
         computation where the algorithm, task and model allow it (raycompo/vectorize.py);
         vectorize_memory (MB): what one batched chunk of clients may use.
+    budget: end the run, status 'completed', at the first round whose cumulative cost
+        column reaches its limit, e.g. {'samples': 1e6, 'values_up': 1e8} (keys: samples,
+        values_up, values_down, bytes_up, bytes_down, exchanges; sim_time with a simulated
+        system); as --budget KEY=VALUE.
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
     progress: True shows a progress bar (`tqdm.auto`: a widget in a notebook, a bar on a
@@ -96,10 +102,12 @@ def run(
         and the run folder's files there (see `raycompo.trackers`; optional packages).
     observers: more `Observer`s (on_start / on_row / on_end / on_failure) of the run.
 
-    Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns),
-    `.clients` (every evaluated client's metrics, clients.csv's tidy rows),
-    `.status` ('completed' or 'diverged'), `.config` (what config.json holds), `.final`
-    (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
+    Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns,
+    with the cumulative cost columns samples, values_up, values_down, bytes_up,
+    bytes_down and exchanges), `.costs` (the per-key breakdown, the run folder's
+    costs.csv), `.clients` (every evaluated client's metrics, clients.csv's tidy rows),
+    `.status` ('completed' or 'diverged'), `.config` (what config.json
+    holds), `.final` (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
     `raycompo.engine.signals.Interrupted` (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
     """
     from raycompo.config import RunConfig
@@ -115,6 +123,7 @@ def run(
         clients_per_actor=clients_per_actor, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
         eval_every=eval_every, data_dir=data_dir, eval_clients=eval_clients, state_memory_gb=state_memory,
         host_timeout_s=host_timeout, vectorize=vectorize, vectorize_memory_mb=vectorize_memory,
+        budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
@@ -178,21 +187,40 @@ def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, m
 
 
 class CallableModule(types.ModuleType):
-    """A module that can also be called: `raycompo.run` is both the module behind
-    ``python -m raycompo.run`` and the function `api.run` (the import system sets a
-    submodule as an attribute of its package, so a function of the same name would be
-    replaced by the module as soon as anything imports it)."""
+    # A module that can also be called: `raycompo.run` is both the module behind
+    # ``python -m raycompo.run`` and the function `api.run` (the import system sets a
+    # submodule as an attribute of its package, so a function of the same name would be
+    # replaced by the module as soon as anything imports it). Seen from outside, the module
+    # carries the function's signature and docstring (`inspect.signature`, `help()`, IDEs,
+    # notebooks); the code inside it still reads its own docstring (`--help`).
 
     __raycompo_call__: Callable[..., Any]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.__raycompo_call__(*args, **kwargs)
 
+    @property
+    def __wrapped__(self) -> Callable[..., Any]:  # type: ignore[override]
+        return self.__raycompo_call__
 
-def callable_module(name: str, fn: Callable[..., Any]) -> None:
-    """Make the module `name` callable as `fn` (its docstring stays the module's)."""
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.__raycompo_call__)
+
+    @property  # type: ignore[misc]
+    def __doc__(self) -> str:  # type: ignore[override]
+        fn = self.__raycompo_call__
+        module_doc = self.__dict__.get("__doc__") or ""
+        return (f"{self.__name__}{inspect.signature(fn)}\n\n{inspect.getdoc(fn) or ''}\n\n"
+                f"The module {self.__name__} (python -m {self.__name__} --help):\n\n{inspect.cleandoc(module_doc)}")
+
+
+def callable_module(name: str, function: Callable[..., Any]) -> None:
+    """Make the module `name` callable as `function`, with that function's signature and
+    docstring as seen by `inspect.signature`, `help()` and `pydoc`, followed by the module's
+    own docstring."""
     module = sys.modules[name]
     if name == "__main__":
         return  # run as a script: nothing calls it
     module.__class__ = CallableModule
-    module.__raycompo_call__ = fn  # type: ignore[attr-defined]
+    module.__raycompo_call__ = function  # type: ignore[attr-defined]

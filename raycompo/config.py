@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raycompo.backends import backend_names
+from raycompo.budget import check_budget
 from raycompo.errors import ConfigError
 from raycompo.settings import build, check_known, names, require
 
@@ -62,6 +63,10 @@ class RunConfig:
     vectorize_memory_mb: float = 512.0
     """Memory one host's batched chunk of clients may use; a larger share of a cohort runs
     as several chunks."""
+    budget: dict[str, float] = field(default_factory=dict)
+    """End the run (status 'completed') at the first round whose cumulative cost column
+    reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/budget.py). Empty:
+    run all `rounds`."""
 
     def __post_init__(self) -> None:
         # A class (Python API) is recorded by the spec that finds it again.
@@ -210,6 +215,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
+    check_budget(cfg.budget, getattr(cfg, "system", None))
     task_cls = load("task", cfg.task)
     algo_cls = load("algorithm", cfg.algo)
     context = f"task {task_cls.name} with algorithm {algo_cls.name}"

@@ -23,7 +23,10 @@ from raycompo.observers import Observer, Row
 from raycompo.per_client import ClientMetrics
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
-RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "clients.csv")
+COSTS_FILE = "costs.csv"
+"""The per-key costs of a run by round (engine/ledger.py), written at its end."""
+
+RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", COSTS_FILE, "clients.csv")
 """The files every run folder may hold (besides its end-of-run files, its lock and temporaries)."""
 END_FILES_KEY = "end_of_run_files"
 """config.json's list of the end-of-run files (a task's figure data) a run wrote."""

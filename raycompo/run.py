@@ -19,6 +19,7 @@ import argparse
 import sys
 from typing import Any
 
+from raycompo.budget import BUDGET_KEYS, parse_budget
 from raycompo.config import BACKENDS, RunConfig, resolve
 from raycompo.errors import RaycompoError
 from raycompo.settings import parse_sets
@@ -53,6 +54,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="run each host's clients as one batched computation: auto (where supported), on, off (per client)")
     p.add_argument("--vectorize-memory", type=float, default=512.0, metavar="MB",
                    help="memory a host's batched chunk of clients may use (default 512)")
+    p.add_argument("--budget", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                   help="end the run (completed) at the first round whose cumulative cost reaches VALUE; "
+                        "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")
 
@@ -63,7 +67,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         backend=args.backend, clients_per_actor=args.clients_per_actor, cpus_per_actor=args.cpus_per_actor,
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
-        vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory,
+        vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, budget=parse_budget(args.budget),
     )
 
 
@@ -210,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if result.status == "diverged":
         print(f"run diverged at round {final.get('round')} (non-finite loss or model){where}", file=sys.stderr)
         return EXIT_DIVERGED
-    print(f"done: {cfg.algo} on {cfg.task}, {cfg.rounds} rounds: {headline(metric, final)}{where}")
+    rounds = f"{final.get('round')} rounds, {final['stopped']}" if final.get("stopped") else f"{cfg.rounds} rounds"
+    print(f"done: {cfg.algo} on {cfg.task}, {rounds}: {headline(metric, final)}{where}")
     return 0
 
 
@@ -236,7 +241,7 @@ RESUME_CHANGES = {
     "eval_clients": "eval_clients", "backend": "backend", "clients_per_actor": "clients_per_actor",
     "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
     "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
-    "vectorize_memory": "vectorize_memory_mb",
+    "vectorize_memory": "vectorize_memory_mb", "budget": "budget",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""
@@ -253,22 +258,16 @@ def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig,
     if "out" in given and args.out != args.resume:
         raise RaycompoError(f"--resume {args.resume} writes into {args.resume}; to start a new run in {args.out}, "
                             "leave out --resume")
-    changes = {field: (parse_sets(args.sets) if dest == "sets" else getattr(args, dest))
+    parsers = {"sets": parse_sets, "budget": parse_budget}
+    changes = {field: (parsers[dest](getattr(args, dest)) if dest in parsers else getattr(args, dest))
                for dest, field in RESUME_CHANGES.items() if dest in given}
     cfg = resumed_config(args.resume, rounds=args.rounds if "rounds" in given else None, changes=changes)
     return cfg, args.resume
 
 
-def _call(*args: Any, **kwargs: Any) -> Any:
-    from raycompo.api import run
-
-    return run(*args, **kwargs)
-
-
-_call.__doc__ = "raycompo.run(task, algo, *, rounds, ...): see raycompo.api.run."
 if __name__ == "__main__":
     sys.exit(main())
 else:
-    from raycompo.api import callable_module
+    from raycompo import api
 
-    callable_module(__name__, _call)
+    api.callable_module(__name__, api.run)

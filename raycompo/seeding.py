@@ -46,6 +46,33 @@ def fold(h: int, *key: int) -> int:
     return h
 
 
+FOLD_MANY_PYTHON = 16
+"""`fold_many` of this many prefixes or fewer folds them one by one in Python: numpy's
+per-call cost is more than the arithmetic on so few."""
+
+
+def fold_many(prefixes: np.ndarray, *key: int | np.ndarray) -> np.ndarray:
+    """`fold(p, *key)` for every 64-bit state p of `prefixes` (uint64) at once; a part of
+    the key may be an array of one int per prefix (e.g. the chunk's client ids). numpy's
+    uint64 arithmetic wraps modulo 2^64, as `_splitmix64`'s masks do, so each entry is
+    bit-identical to the pure-Python fold (tests/test_batched_step.py)."""
+    if len(prefixes) <= FOLD_MANY_PYTHON and not any(isinstance(k, np.ndarray) for k in key):
+        return np.array([fold(int(p), *key) for p in prefixes], dtype=np.uint64)  # a few: faster in Python
+    h = np.array(prefixes, dtype=np.uint64)
+    for k in key:
+        if isinstance(k, np.ndarray):
+            h ^= k.astype(np.int64).view(np.uint64) if k.dtype != np.uint64 else k
+        else:
+            h ^= np.uint64(int(k) & _M64)
+        h += np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(27)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+    return h
+
+
 def generator_from(prefix: int, *rest: int) -> torch.Generator:
     """`generator(*key, *rest)` where prefix = fold(0, *key)."""
     g = torch.Generator()

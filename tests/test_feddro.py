@@ -93,10 +93,10 @@ def spy_ybar(fed):
     seen = []
     inner = fed.pool.map
 
-    def spy(phase, round_, counts, payload, reduce=True):
+    def spy(phase, round_, counts, payload, *rest, **kwargs):  # (reduce, count: passed on)
         if phase == "step":
             seen.append(payload["ybar"].clone())
-        return inner(phase, round_, counts, payload, reduce)
+        return inner(phase, round_, counts, payload, *rest, **kwargs)
 
     fed.pool.map = spy
     return seen

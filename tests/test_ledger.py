@@ -91,3 +91,39 @@ def test_ray_gives_the_inline_costs():
     finally:
         on_ray.close()
         inline.close()
+
+
+def _costs(rows):
+    return [{c: r[c] for c in ("round", *COLUMNS)} for r in rows]
+
+
+def test_a_resumed_run_continues_the_same_counts(tmp_path):
+    from raycompo.engine import run
+
+    cfg = small_config("fedavg", rounds=5, lr=0.1)
+    whole = run(cfg, out=str(tmp_path / "whole"))
+    run(small_config("fedavg", rounds=3, lr=0.1), out=str(tmp_path / "cut"), checkpoint_every=2)
+    resumed = run(cfg, out=str(tmp_path / "cut"), resume=True)
+    assert _costs(resumed.rows) == _costs(whole.rows)
+    import pandas as pd
+
+    for name in ("metrics.csv", "costs.csv"):
+        a, b = pd.read_csv(tmp_path / "whole" / name), pd.read_csv(tmp_path / "cut" / name)
+        cols = [c for c in a.columns if c in (*COLUMNS, "round", "direction", "key", "values", "bytes")]
+        pd.testing.assert_frame_equal(a[cols], b[cols])
+
+
+def test_a_recovered_ray_run_keeps_the_counts(ray_session):
+    import dataclasses
+
+    from raycompo.engine import run
+    from raycompo.engine.faults import KillActor
+
+    cfg = small_config("fedavg", rounds=5, lr=0.1)
+    inline = run(cfg)
+    lines: list[str] = []
+    faulted = run(dataclasses.replace(cfg, backend="ray", clients_per_actor=2, cpus_per_actor=0.5), checkpoint_every=2,
+                  namespace="ledger-fault", log=lines.append, observers=[KillActor("clients-1", after=3)])
+    assert faulted.status == "completed" and len(lines) == 1  # one recovery, from round 2's checkpoint
+    assert _costs(faulted.rows) == _costs(inline.rows)
+    assert faulted.cost_rows == inline.cost_rows

@@ -27,7 +27,7 @@ def test_a_population_too_large_is_refused_with_the_numbers_and_no_folder(tmp_pa
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err
     assert "does not fit in memory" in err and "1,000,000,000 clients" in err and "available on this machine" in err
-    assert "client ids" in err  # the parts, with their sizes
+    assert "state index" in err  # the parts, with their sizes
     assert not out.exists()  # nothing started, nothing written
 
 
@@ -42,7 +42,8 @@ def test_the_readme_population_runs_pass_the_estimate(n):
 
 def test_estimate_scales_with_n_and_refuses_against_a_cluster():
     small, big = (memory.estimate(synthetic(n), ray=False) for n in (10**6, 10**8))
-    assert big.parts["client ids"] == 100 * small.parts["client ids"]
+    assert big.parts["state index"] == 100 * small.parts["state index"]
+    assert "client ids" not in big.parts  # no list of the population's ids is built any more
     assert big.parts["client states"] == small.parts["client states"]  # touched clients, not n
     with pytest.raises(ConfigError, match=r"(?s)need about .* GB .*1\.00 GB in the Ray cluster"):
         memory.check(synthetic(10**8, "ray", clients_per_actor=10**7), ray=True, available=1e9,

@@ -42,7 +42,8 @@ def test_auto_keeps_the_former_numbers_on_one_node(cpu, cpus, n):
     p = plan_placement(c, n, res, [node(cpu)])
     assert p.auto and p.strategy == "SPREAD"
     assert p.clients_per_actor == old_auto(c, res, n)
-    assert p.blocks == pool_blocks(n, p.clients_per_actor)
+    assert [list(b) for b in p.blocks] == pool_blocks(n, p.clients_per_actor)
+    assert all(isinstance(b, range) for b in p.blocks)  # O(hosts) whatever n: no list of every client id
     assert p.actor_options(0) == {"num_cpus": cpus, "num_gpus": 0.0, "scheduling_strategy": "SPREAD"}
 
 
@@ -57,7 +58,7 @@ def test_auto_fits_node_by_node():
 
 def test_explicit_that_fits_is_kept():
     p = plan_placement(cfg(per=2, cpus=0.5), 4, {"CPU": 2.0}, [node(1, nid="a"), node(1, nid="b")])
-    assert p.blocks == [[0, 1], [2, 3]] and not p.auto
+    assert [list(b) for b in p.blocks] == [[0, 1], [2, 3]] and not p.auto
     assert p.actor_options(1)["scheduling_strategy"] == "SPREAD"
 
 

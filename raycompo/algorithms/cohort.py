@@ -11,9 +11,15 @@ phase of the same name computes:
 * models are stacked rows, W (k, dim); the task's `batched_losses(W, batch)` gives the
   k mean losses and one backward pass gives the k gradients (the clients are independent,
   so the gradient of the sum of their losses is the stack of their gradients);
-* mini-batches are drawn client by client from the very generators the per-client path
-  uses (`ClientData.batch(c.rng(t, stream), b)`: the same indices), then gathered into one
-  padded (k, B, ...) buffer with a 0/1 mask for clients with fewer than b samples.
+* mini-batches are drawn client by client with the very seeds the per-client path uses
+  (`ClientData.batch(c.rng(t, stream), b)`: `randperm(n_i)[:b]` from the generator seeded by
+  (seed, client, round, t, stream); the chunk's seeds folded at once, one generator reseeded
+  per draw: the same indices), then gathered into one padded (k, B, ...) buffer with a 0/1
+  mask for clients with fewer than b samples. `local_sgd` draws all its steps first and
+  gathers each client's rows of every step with one `index_select` (within `gather_bytes`);
+* a local step updates the rows of w in place; where the direction is a loss gradient
+  (`CohortBatch.loss_gradient`) and the model backpropagates by hand, the update is fused
+  into the gradient's product (`baddbmm_` with alpha = -lr: no gradient tensor at all).
 
 Why not bit-exact: a batched matrix product and a masked mean round differently from k
 separate ones (float32, about 1e-7 relative per step); results agree with the per-client
@@ -26,9 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 
 from raycompo.algorithms.base import ClientContext, State
+from raycompo.seeding import CLIENT, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.tasks.base import ClientData
 
 
@@ -43,6 +51,8 @@ class Batch:
     count: torch.Tensor
     picks: list[torch.Tensor | None] | None = None
     """Each client's drawn sample indices, in batch order (None: all its samples, in order)."""
+    rows: list[int] | None = None
+    """Each client's real rows (samples read) in this batch, as Python ints (`count` as a list)."""
 
 
 def picks_to(picks: list[torch.Tensor | None], device: torch.device) -> list[torch.Tensor | None]:
@@ -54,6 +64,11 @@ def picks_to(picks: list[torch.Tensor | None], device: torch.device) -> list[tor
         return picks
     moved = iter(torch.stack(drawn).to(device).unbind(0))
     return [None if p is None else next(moved) for p in picks]
+
+
+GATHER_BYTES = 64 * 2**20
+"""Default bound on the rows `CohortBatch.local_sgd` gathers at once (several steps' batches);
+one step's batch is always gathered whole."""
 
 
 BatchedFn = TypeVar("BatchedFn", bound=Callable[..., Any])
@@ -73,16 +88,32 @@ def batched_phase(name: str) -> Callable[[BatchedFn], BatchedFn]:
 
 class CohortBatch:
     """What a batched phase sees: k clients' contexts (their data and seeded streams), the
-    task, and reusable buffers for their mini-batches."""
+    task, and reusable buffers for their mini-batches. `gather_bytes`: at most this many
+    bytes of several local steps' batches are gathered at once (`local_sgd`; default
+    GATHER_BYTES)."""
 
-    def __init__(self, clients: list[ClientContext], task: Any, device: torch.device):
+    def __init__(self, clients: list[ClientContext], task: Any, device: torch.device, gather_bytes: int | None = None):
         self.clients = clients
         self.task = task
         self.device = device
         self.ids = [c.client_id for c in clients]
         self.k = len(clients)
+        self.sizes = [c.data.num_samples for c in clients]
+        """n_i of each client, as Python ints (read once)."""
+        self.gather_bytes = GATHER_BYTES if gather_bytes is None else gather_bytes
+        self._xy: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._gen = torch.Generator()  # reseeded per draw: manual_seed resets its whole state
+        self._prefixes: np.ndarray | list[int] | None = None
         self._buffers: dict[tuple, tuple[Batch, list[torch.Tensor], list[torch.Tensor]]] = {}
         self._rows: dict[tuple, list[int]] = {}
+        self._gathered: dict[int, tuple[int | None, dict[int, Batch]]] = {}
+
+    @property
+    def _sources(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each client's training (x, y) (clients of (x, y) samples only: not meta-learning's)."""
+        if self._xy is None:
+            self._xy = [(c.data.x, c.data.y) for c in self.clients]
+        return self._xy
 
     @property
     def data(self) -> list[ClientData]:
@@ -90,28 +121,79 @@ class CohortBatch:
 
     def num_samples(self) -> torch.Tensor:
         """(k,) float64: each client's number of training samples n_i."""
-        return torch.tensor([float(c.data.num_samples) for c in self.clients], dtype=torch.float64, device=self.device)
+        return torch.tensor([float(n) for n in self.sizes], dtype=torch.float64, device=self.device)
 
-    def batch(self, step: int, size: int | None, stream: int = 0) -> Batch:
+    # --- draws ---------------------------------------------------------------------------
+    def seeds(self, step: int, stream: int = 0) -> list[int] | None:
+        """Each client's seed of (step, stream): what `c.rng(step, stream)` is seeded with,
+        for the whole chunk at once (`seeding.fold_many`); None when the contexts do not
+        expose their key (`key_prefix`), and each client's own `rng` is used instead."""
+        if self._prefixes is None:
+            self._prefixes = self._key_prefixes()
+        if len(self._prefixes) != self.k:
+            return None
+        if self.k <= FOLD_MANY_PYTHON:  # a few: one by one in Python (numpy's per-call cost is more)
+            return [fold(p, step, stream) >> 1 for p in self._prefixes]
+        return (fold_many(self._prefixes, step, stream) >> np.uint64(1)).tolist()
+
+    def _key_prefixes(self) -> np.ndarray | list[int]:
+        """Each client's folded (seed, CLIENT, client, round) (`ClientCtx.key_prefix`): for
+        the whole chunk in one `fold_many` where the contexts share a seed and a round (a
+        host's always do); empty where the contexts have no key (then `c.rng` is used)."""
+        c0 = self.clients[0]
+        seed, round_ = getattr(c0, "seed", None), getattr(c0, "round", None)
+        if (self.k > FOLD_MANY_PYTHON and hasattr(c0, "key_prefix") and isinstance(seed, int) and isinstance(round_, int)
+                and all(getattr(c, "seed", None) == seed and c.round == round_ for c in self.clients)):
+            base = np.full(self.k, fold(0, seed, CLIENT), dtype=np.uint64)
+            return fold_many(base, np.array(self.ids, dtype=np.int64), round_)
+        try:
+            prefixes = [c.key_prefix for c in self.clients]  # type: ignore[attr-defined]
+        except AttributeError:
+            return []
+        return prefixes if self.k <= FOLD_MANY_PYTHON else np.array(prefixes, dtype=np.uint64)
+
+    def draw(self, step: int, size: int | None, stream: int = 0) -> list[torch.Tensor | None]:
+        """Each client's sample indices of step `step`: `randperm(n_i)[:size]` from its
+        generator of (step, stream), exactly as `ClientData.batch` draws them; None where
+        size is None or >= n_i (all its samples, in order, no draw)."""
+        if size is None:
+            return [None] * self.k
+        seeds = self.seeds(step, stream)
+        if seeds is None:
+            return [None if size >= n else torch.randperm(n, generator=c.rng(step, stream))[:size]
+                    for c, n in zip(self.clients, self.sizes)]
+        g, randperm, reseed = self._gen, torch.randperm, self._gen.manual_seed  # the loop's names, looked up once
+        picks: list[torch.Tensor | None] = []
+        append = picks.append
+        for n, seed in zip(self.sizes, seeds):
+            if size >= n:
+                append(None)
+            else:
+                reseed(seed)
+                append(randperm(n, generator=g)[:size])
+        return picks
+
+    def _real_rows(self, size: int | None) -> list[int]:
+        return list(self.sizes) if size is None else [min(size, n) for n in self.sizes]
+
+    def batch(self, step: int, size: int | None, stream: int = 0, count: bool = True) -> Batch:
         """Each client's mini-batch of local step `step`: the samples
         `ClientData.batch(c.rng(step, stream), size)` draws (all of them, in order, when
         size is None or >= n_i), padded. The returned tensors are this stream's buffers:
-        valid until the next draw on the same stream."""
-        picks: list[torch.Tensor | None] = []
-        rows = []
-        for c in self.clients:
-            n = len(c.data.y)
-            if size is None or size >= n:
-                picks.append(None)  # the full local data, in order (no draw: as `_sample`)
-                rows.append(n)
-            else:
-                picks.append(torch.randperm(n, generator=c.rng(step, stream))[:size])
-                rows.append(size)
+        valid until the next draw on the same stream. `count=False`: rows an earlier phase
+        of the round drew and counted (the per-client path keeps them), not read again."""
+        size_key, gathered = self._gathered.get(stream, (None, {}))
+        if step in gathered and size_key == size:  # drawn and gathered ahead (`gather`)
+            view = gathered[step]
+            if count:
+                self._count(view.rows or [])
+            return view
+        picks = self.draw(step, size, stream)
+        rows = self._real_rows(size)
         width = max(rows)
-        buf, xs, ys = self._buffer(stream, width)
-        on_device = picks_to(picks, self.clients[0].data.x.device)
-        for c, p, n, bx, by in zip(self.clients, on_device, rows, xs, ys):
-            x, y = c.data.x, c.data.y
+        buf, xs, ys = self._buffer(stream, width, 1)
+        on_device = picks_to(picks, self._sources[0][0].device)
+        for (x, y), p, n, bx, by in zip(self._sources, on_device, rows, xs, ys):
             if n < width:
                 bx, by = bx[:n], by[:n]
             if p is None:
@@ -120,29 +202,88 @@ class CohortBatch:
             else:
                 torch.index_select(x, 0, p, out=bx)
                 torch.index_select(y, 0, p, out=by)
-        buf.picks = picks
-        for c, n in zip(self.clients, rows):  # samples read, for the engine's ledger
-            c.data.samples_read += n
-        if self._rows.get((stream, width)) != rows:  # mark each client's real rows
-            self._rows[(stream, width)] = rows
-            buf.count.copy_(torch.tensor(rows, dtype=buf.count.dtype))
-            buf.mask.copy_(torch.arange(width, device=self.device).unsqueeze(0) < buf.count.unsqueeze(1))
+        self._gathered.pop(stream, None)
+        buf.picks, buf.rows = picks, rows
+        if count:
+            self._count(rows)
+        self._mark(buf, (stream, width, 1), rows)
         return buf
 
-    def _buffer(self, stream: int, width: int) -> tuple[Batch, list[torch.Tensor], list[torch.Tensor]]:
-        """The reused batch of (stream, width), and each client's row views of x and y."""
-        key = (stream, width)
+    def _count(self, rows: list[int]) -> None:
+        """Each client's samples read in a batch handed out (`ClientData.samples_read`, for
+        the engine's ledger): once per `batch` call, gathered ahead or not."""
+        for c, n in zip(self.clients, rows):
+            c.data.samples_read += n
+
+    def gather(self, steps: range, size: int | None, stream: int = 0) -> None:
+        """Draw the batches of `steps` ahead and gather each client's rows of all of them
+        with one `index_select` (x and y): `batch(t, size, stream)` for t in `steps` then
+        returns views of them, the same rows as drawing step by step. Each step's batch is a
+        (k, B, ...) slice of one (k, len(steps), B, ...) buffer."""
+        steps = range(steps.start, steps.stop)
+        rows = self._real_rows(size)
+        width = max(rows)
+        if size is None or len(steps) <= 1:
+            self._gathered.pop(stream, None)
+            return  # nothing drawn (the whole data) or nothing to gain: step by step
+        per_step = [self.draw(t, size, stream) for t in steps]
+        buf, xs, ys = self._buffer(stream, width, len(steps))
+        # Each drawing client's rows of every step, one after the other (a client smaller
+        # than the batch reads all its rows, in order, at every step: no draw).
+        index = [torch.cat([p[i] for p in per_step]) for i in range(self.k) if per_step[0][i] is not None]
+        device = self._sources[0][0].device
+        if index and index[0].device != device:  # one host-to-device copy for the chunk
+            index = list(torch.stack(index).to(device).unbind(0))
+        drawn = iter(index)
+        for (x, y), n, p, bx, by in zip(self._sources, rows, per_step[0], xs, ys):
+            if p is None:
+                bx = bx.view(len(steps), width, *bx.shape[1:])[:, :n]
+                by = by.view(len(steps), width)[:, :n]
+                bx.copy_(x.unsqueeze(0).expand_as(bx))
+                by.copy_(y.unsqueeze(0).expand_as(by))
+            else:
+                idx = next(drawn)
+                torch.index_select(x, 0, idx, out=bx)
+                torch.index_select(y, 0, idx, out=by)
+        views: dict[int, Batch] = {}
+        for j, t in enumerate(steps):
+            views[t] = Batch(buf.x[:, j], buf.y[:, j], buf.mask, buf.count, per_step[j], rows)
+        self._mark(buf, (stream, width, len(steps)), rows)
+        self._gathered[stream] = (size, views)
+
+    def _mark(self, buf: Batch, key: tuple, rows: list[int]) -> None:
+        """Each client's real rows in the mask and count of buffer `key` (rewritten when
+        they change)."""
+        width, steps = key[1], key[2]
+        if self._rows.get(key) != rows:
+            self._rows[key] = rows
+            buf.count.copy_(torch.tensor(rows, dtype=buf.count.dtype))
+            buf.mask.copy_(torch.arange(width, device=self.device).unsqueeze(0) < buf.count.unsqueeze(1))
+            x, y = self._buffers[key][0].x, self._buffers[key][0].y
+            for i, n in enumerate(rows):  # padding: zero inputs, label 0 (finite losses, weighed 0)
+                if n < width:
+                    (x[i, n:] if steps == 1 else x[i, :, n:]).zero_()
+                    (y[i, n:] if steps == 1 else y[i, :, n:]).zero_()
+
+    def _buffer(self, stream: int, width: int, steps: int) -> tuple[Batch, list[torch.Tensor], list[torch.Tensor]]:
+        """The reused batch of (stream, width, steps): x (k, B, ...), or (k, steps, B, ...)
+        for several steps, and each client's rows of it as (steps * B, ...) views."""
+        key = (stream, width, steps)
         found = self._buffers.get(key)
         if found is None:
-            x0, y0 = self.clients[0].data.x, self.clients[0].data.y
-            x = torch.zeros((self.k, width, *x0.shape[1:]), dtype=x0.dtype, device=self.device)
-            y = torch.zeros((self.k, width), dtype=y0.dtype, device=self.device)
+            x0, y0 = self._sources[0]
+            lead = (self.k, width) if steps == 1 else (self.k, steps, width)
+            # Not zeroed: every real row is written by each gather, padding by `_mark`.
+            x = torch.empty((*lead, *x0.shape[1:]), dtype=x0.dtype, device=self.device)
+            y = torch.empty(lead, dtype=y0.dtype, device=self.device)
             mask = torch.ones((self.k, width), dtype=x0.dtype if x0.is_floating_point() else torch.float32, device=self.device)
             count = torch.full((self.k,), float(width), dtype=mask.dtype, device=self.device)
             buf = Batch(x, y, mask, count)
-            found = self._buffers[key] = (buf, list(x.unbind(0)), list(y.unbind(0)))
+            flat_x = x.view(self.k, steps * width, *x0.shape[1:])
+            found = self._buffers[key] = (buf, list(flat_x.unbind(0)), list(y.view(self.k, steps * width).unbind(0)))
         return found
 
+    # --- losses, gradients, local steps ---------------------------------------------------
     def losses(self, w: torch.Tensor, batch: Batch) -> torch.Tensor:
         """(k,): each client's mean loss of its row of w on its batch."""
         return self.task.batched_losses(w, batch)
@@ -154,16 +295,42 @@ class CohortBatch:
         per-client backward pass with `grad_outputs` does."""
         return self.task.batched_loss_grad(w, batch, scale)
 
+    def loss_gradient(self, scale: Callable[[torch.Tensor], torch.Tensor] | None = None) -> LossGradient:
+        """The direction of `local_sgd` that is each client's (scaled) mean-loss gradient,
+        `loss_grad(w, batch, scale)[0]`: its step is fused into the gradient's product where
+        the task allows (`Task.batched_loss_step_`)."""
+        return LossGradient(self, scale)
+
     def local_sgd(self, w: torch.Tensor, steps: int, lr: float, batch_size: int | None,
                   direction: Callable[[torch.Tensor, Batch, int], torch.Tensor], snapshot_at: int | None = None,
                   stream: int = 0):
-        """`algorithms.base.local_sgd` for k clients: w (k, dim) <- w - lr * direction(w, batch, t)."""
-        snap = w if snapshot_at == 0 else None
+        """`algorithms.base.local_sgd` for k clients: w (k, dim) <- w - lr * direction(w, batch, t).
+        The iterate is a copy of w updated in place (w itself is left as it is); the batches
+        of several steps are gathered at once (`gather`, within `gather_bytes`)."""
+        w = w.clone(memory_format=torch.contiguous_format)
+        snap = w.clone() if snapshot_at == 0 else None
+        step_ = getattr(direction, "step_", None)
+        per_step = self._step_bytes(batch_size)
+        group = max(1, min(steps, self.gather_bytes // max(per_step, 1)))
         for t in range(steps):
-            w = w - lr * direction(w, self.batch(t, batch_size, stream), t)
+            if t % group == 0 and group > 1:
+                self.gather(range(t, min(steps, t + group)), batch_size, stream)
+            batch = self.batch(t, batch_size, stream)
+            if step_ is not None:
+                step_(w, batch, lr)
+            else:
+                w.sub_(direction(w, batch, t), alpha=lr)
             if snapshot_at is not None and t + 1 == snapshot_at:
-                snap = w
+                snap = w.clone()
+        self._gathered.pop(stream, None)
         return (w, snap) if snapshot_at is not None else w
+
+    def _step_bytes(self, size: int | None) -> int:
+        """Bytes of one step's gathered batch (x and y)."""
+        x0, y0 = self._sources[0]
+        width = max(self._real_rows(size))
+        row = x0[0].numel() * x0.element_size() + y0.element_size() if len(x0) else 1
+        return self.k * width * row
 
     def broadcast(self, w: torch.Tensor) -> torch.Tensor:
         """One model (dim,) as k rows (a view, no copy)."""
@@ -178,3 +345,20 @@ class CohortBatch:
     def stack_state(self, states: list[State], key: str, default: torch.Tensor) -> torch.Tensor:
         """(k, ...): each client's `state[key]`, or `default` where it has none yet."""
         return torch.stack([s.get(key, default) for s in states])
+
+
+class LossGradient:
+    """A `local_sgd` direction: each client's mean-loss gradient at its row of w, times
+    `scale(losses)` when given (`CohortBatch.loss_grad`). Callable as any direction; its
+    `step_` updates w in place, fused into the gradient's product where the task can."""
+
+    def __init__(self, cb: CohortBatch, scale: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        self.cb = cb
+        self.scale = scale
+
+    def __call__(self, w: torch.Tensor, batch: Batch, t: int) -> torch.Tensor:
+        return self.cb.loss_grad(w, batch, self.scale)[0]
+
+    def step_(self, w: torch.Tensor, batch: Batch, lr: float) -> None:
+        """w <- w - lr * scale(f) grad f, in place (`Task.batched_loss_step_`)."""
+        self.cb.task.batched_loss_step_(w, batch, lr, self.scale)

@@ -140,5 +140,5 @@ class ComFedL(Algorithm):
     def batched_local(self, cb, states, payload):
         problem = self.client_problem(payload)  # KL-DRO: u = g'(f_B(w)) grad f_B(w) per client
         w = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size,
-                         lambda w, b, t: cb.loss_grad(w, b, scale=problem.outer_grad)[0])
+                         cb.loss_gradient(scale=problem.outer_grad))
         return {"w": w, "count": [1.0] * cb.k}, states

@@ -69,7 +69,7 @@ class Ditto(Algorithm):
     def batched_local(self, cb, states, payload):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
         s, w_s = self.s, payload["w"]
-        w = cb.local_sgd(cb.broadcast(w_s), s.tau, s.lr, s.batch_size, lambda w, b, t: cb.loss_grad(w, b)[0])  # 1.
+        w = cb.local_sgd(cb.broadcast(w_s), s.tau, s.lr, s.batch_size, cb.loss_gradient())  # 1.
         v = cb.stack_state(states, "v", w_s)  # 2.
         lr = s.lr if s.personal_lr is None else s.personal_lr
         for t in range(s.tau if s.personal_steps is None else s.personal_steps):

@@ -83,7 +83,7 @@ class DRFL(Algorithm):
     @batched_phase("local")
     def batched_local(self, cb, states, payload):
         w, snap = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size,
-                               lambda w, b, t: cb.loss_grad(w, b)[0], snapshot_at=payload["t_snap"])
+                               cb.loss_gradient(), snapshot_at=payload["t_snap"])
         return {"w": w, "w_snap": snap, "count": [1.0] * cb.k}, states
 
     @batched_phase("loss")

@@ -49,8 +49,7 @@ class FedAvg(Algorithm):
     @batched_phase("local")
     def batched_local(self, cb, states, payload):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
-        w = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size,
-                         lambda w, b, t: cb.loss_grad(w, b)[0])
+        w = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
         n = cb.num_samples()
         return {"nw": n.to(w.dtype).unsqueeze(1) * w, "n": n.tolist()}, states
 

@@ -61,8 +61,8 @@ class QFedAvg(Algorithm):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
         w0 = payload["w"]
         with torch.no_grad():  # F_k(w) on each client's whole training data (one forward each)
-            loss = torch.stack([self.task.loss(w0, (d.x, d.y)) for d in cb.data]).clamp_min(1e-10)
-        w = cb.local_sgd(cb.broadcast(w0), self.s.tau, self.s.lr, self.s.batch_size, lambda w, b, t: cb.loss_grad(w, b)[0])
+            loss = torch.stack([self.task.loss(w0, d.full()) for d in cb.data]).clamp_min(1e-10)
+        w = cb.local_sgd(cb.broadcast(w0), self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
         L, q = 1.0 / self.s.lr, self.s.q
         dw = L * (w0 - w)
         fq = loss**q

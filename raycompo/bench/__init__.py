@@ -18,6 +18,8 @@
   sweep        sweep trials per minute, inline vs ray (reused / fresh hosts), host start-up and memory
   plugin       a user's own algorithm (examples/) vs a built-in: time to the first row, s/round,
                inline vs ray metrics difference, lines of code of the examples
+  ledger       what counting every exchange's costs adds to a round at 10^6 clients, with and
+               without counting side by side (target <= 3%)
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
                K = 10^3, 10^4 of 10^6 clients
 
@@ -39,6 +41,7 @@ BENCHMARKS: dict[str, str] = {
     "state_store": "raycompo.bench.state_store",
     "sweep": "raycompo.bench.sweep",
     "plugin": "raycompo.bench.plugin",
+    "ledger": "raycompo.bench.ledger",
     "per_client": "raycompo.bench.per_client",
 }
 

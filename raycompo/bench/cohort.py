@@ -1,7 +1,12 @@
-"""Seconds per round of a cohort of m clients, side by side (issue 18):
+"""Seconds per round of a cohort of m clients, side by side (issues 18, 28):
 
-  floor          the round's FLOPs (forward and weight-gradient matrix products of every
-                 local step of every client) / this process's measured float32 matmul rate
+  floor          the round's batched products alone, at the workload's own shapes: per local
+                 step, the forward W x^T, (m, C, d) x (m, d, b), and the weight gradient
+                 g x, (m, C, b) x (m, b, d), timed here on random tensors (the best of
+                 `--floor-repeats`): what no batched round can go below on this machine
+  flop floor     the same round's FLOPs / this process's float32 rate of a 1024^3 matrix
+                 product (the former floor: products of these shapes never reach that rate,
+                 so it is several times too low; kept for comparison)
   hand loop      a plain torch loop over the clients (autograd, the same data and draws)
   inline         raycompo's in-process backend, client by client (--vectorize off)
   inline vec     the same, the cohort as one batched computation (--vectorize on)
@@ -11,12 +16,18 @@
 for FedAvg and ComFedL on two workloads: `logistic-784` (a dro-mnist5k-sized multinomial
 logistic regression, 784 x 10, tau 5, batch 32, on synthetic clients of 50-1000 samples)
 and `synthetic` (FedProx's Synthetic(1, 1): 60 features, tau 20, batch 10). The cohort is the
-whole population of m clients. Evaluation is excluded (rounds only).
+whole population of m clients. Evaluation is excluded (rounds only). ComFedL runs at
+gamma = 10: at gamma = 1 exp(f / gamma) overflows in round 1 on these clients' features and
+every later round would time arithmetic on NaNs.
 
-    python -m raycompo.bench cohort --threads 1 [--m 10 100 1000] [--rounds 5] [--no-ray]
+    python -m raycompo.bench cohort --threads 1 [--m 10 100 1000] [--rounds 5] [--no-ray] [--cpu-time]
 
-Figures are printed, never asserted; compare the ratios of one run. The targets: inline vec
-within 5x of the floor at m >= 100, and >= 5x faster than inline at m = 100.
+`--cpu-time` measures the floor, the hand loop and the inline columns in this process's CPU
+seconds instead of wall-clock ones: with one torch thread, the work itself, far less
+sensitive to other processes on a shared machine (the Ray columns stay wall clock).
+
+Figures are printed, never asserted; compare the ratios of one run. The targets (issue 28):
+inline vec >= 5x faster than inline at m = 100 on logistic-784, and within 3x of the floor.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -38,7 +50,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "logistic-784": {"n_features": 784, "n_classes": 10, "tau": 5, "batch_size": 32, "lr": 0.01},
     "synthetic": {"tau": 20, "batch_size": 10, "lr": 0.01},
 }
-ALGOS = {"fedavg": {}, "comfedl": {"gamma": 1.0}}
+ALGOS = {"fedavg": {}, "comfedl": {"gamma": 10.0}}
 
 
 def config(workload: str, algo: str, m: int, backend: str, vectorize: str, hosts: int = 2) -> RunConfig:
@@ -72,8 +84,43 @@ def round_flops(cfg: RunConfig) -> float:
     return s.tau * rows * 2 * (2 * t.n_features * t.n_classes)
 
 
-def engine_seconds(fed: Any, rounds: int) -> float:
-    return engine_seconds_per_round(fed, rounds, warmup=1).wall
+def round_shapes(cfg: RunConfig) -> tuple[int, int, int, int, int]:
+    """(tau, m, C, d, b) of a round's batched products: b the padded batch width, the largest
+    client's min(batch, n_i) (what the batched step multiplies, padding included)."""
+    r = resolve(cfg)
+    s, t = r.algo_settings, r.task_settings
+    task = r.make_task()
+    sizes = [c.num_samples for c in task.clients(list(range(r.n_clients)))]
+    width = max(min(s.batch_size, n) for n in sizes)
+    return s.tau, len(sizes), t.n_classes, t.n_features, width
+
+
+def products_seconds(tau: int, m: int, classes: int, d: int, b: int, repeats: int = 5,
+                     clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds of a round's batched products alone (the best of `repeats`): for each of
+    tau steps, the forward (m, C, d) x (m, d, b) (`baddbmm` with the bias, as the model runs
+    it) and the weight gradient (m, C, b) x (m, b, d) (`bmm`), on contiguous random float32
+    tensors, each step's batch a tensor of its own (as each step's gathered rows are: read
+    from memory, not from a cache that one reused batch would stay in). `clock`: wall
+    (perf_counter) or this process's CPU time (process_time)."""
+    w, bias = torch.randn(m, classes, d), torch.randn(m, classes, 1)
+    xs, g = torch.randn(tau, m, b, d), torch.randn(m, classes, b)
+    grad = torch.empty(m, classes, d)
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first: warm-up
+        t0 = clock()
+        for x in xs:
+            torch.baddbmm(bias, w, x.transpose(1, 2))
+            torch.bmm(g, x, out=grad)
+        best = min(best, clock() - t0)
+    return best
+
+
+def engine_seconds(fed: Any, rounds: int, cpu: bool = False) -> float:
+    """Seconds per round of `fed`: wall clock, or this process's CPU time (`cpu`: an inline
+    engine's work, with one torch thread nearly insensitive to other processes' load)."""
+    t = engine_seconds_per_round(fed, rounds, warmup=1)
+    return t.cpu if cpu else t.wall
 
 
 def ray_seconds(cfg: RunConfig, rounds: int) -> tuple[float, float]:
@@ -107,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ray", action="store_true", help="leave out the two Ray columns")
     p.add_argument("--hosts", type=int, default=2, help="Ray host actors (the cohort split evenly)")
     p.add_argument("--threads", type=int, default=None, help="torch threads in this process (default: torch's choice)")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="floor, hand loop and inline columns in this process's CPU seconds (ray columns stay wall clock)")
+    p.add_argument("--floor-repeats", type=int, default=20, help="timings of the round's products; the floor is the best")
     return p
 
 
@@ -128,28 +178,37 @@ def main(argv: list[str] | None = None) -> int:
         import ray
 
         ray.init(include_dashboard=False, log_to_driver=False, num_cpus=max(2, args.hosts))
-    print(f"float32 matmul rate here: {rate / 1e9:.1f} GFLOP/s with {torch.get_num_threads()} torch thread(s); "
-          f"ray hosts: {args.hosts if use_ray else '-'}")
-    header = f"{'workload':<13} {'algo':<8} {'m':>5} {'floor':>8} " + " ".join(f"{c:>10}" for c in COLUMNS)
+    print(f"float32 matmul rate here (1024^3 product): {rate / 1e9:.1f} GFLOP/s with {torch.get_num_threads()} torch "
+          f"thread(s); ray hosts: {args.hosts if use_ray else '-'}")
+    header = f"{'workload':<13} {'algo':<8} {'m':>5} {'floor':>8} {'flop floor':>10} " + " ".join(f"{c:>10}" for c in COLUMNS)
     print(header + "   vec/floor  inline/vec  hand/vec" + ("   (largest host: ray / ray vec)" if use_ray else ""))
-    print(" " * 37 + "ms/round" + " " * (len(header) - 45))
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    unit = "CPU ms of this process" if args.cpu_time else "wall ms"
+    print(" " * 37 + f"{unit}/round (floor: the round's batched products alone; flop floor: its FLOPs at the 1024^3 rate)")
     for workload in args.workloads:
         for algo in args.algos:
             for m in args.m:
-                floor = round_flops(config(workload, algo, m, "inline", "off")) / rate
+                cfg = config(workload, algo, m, "inline", "off")
+                flop_floor = round_flops(cfg) / rate
+                shapes = round_shapes(cfg)
                 times: dict[str, list[float]] = {c: [] for c in COLUMNS}
+                floors: list[float] = []
                 rss: dict[str, float] = {}
                 for _ in range(args.repeats):
-                    times["hand loop"].append(hand_loop_seconds_per_round(config(workload, algo, m, "inline", "off"), args.rounds, 1).wall)
+                    floors.append(products_seconds(*shapes, repeats=args.floor_repeats, clock=clock))
+                    hand = hand_loop_seconds_per_round(cfg, args.rounds, 1)
+                    times["hand loop"].append(hand.cpu if args.cpu_time else hand.wall)
                     for col, v in (("inline", "off"), ("inline vec", "on")):
-                        times[col].append(engine_seconds(Federation(config(workload, algo, m, "inline", v)), args.rounds))
+                        fed = Federation(config(workload, algo, m, "inline", v))
+                        times[col].append(engine_seconds(fed, args.rounds, args.cpu_time))
                     if use_ray:
                         for col, v in (("ray", "off"), ("ray vec", "on")):
                             sec, rss[col] = ray_seconds(config(workload, algo, m, "ray", v, args.hosts), args.rounds)
                             times[col].append(sec)
+                floor = min(floors)
                 med = {c: statistics.median(v) if v else float("nan") for c, v in times.items()}
                 cells = " ".join(f"{med[c] * 1e3:10.2f}" for c in COLUMNS)
-                print(f"{workload:<13} {algo:<8} {m:>5} {floor * 1e3:8.2f} {cells}   "
+                print(f"{workload:<13} {algo:<8} {m:>5} {floor * 1e3:8.2f} {flop_floor * 1e3:10.2f} {cells}   "
                       f"{med['inline vec'] / floor:9.1f}x {med['inline'] / med['inline vec']:10.1f}x "
                       f"{med['hand loop'] / med['inline vec']:8.1f}x"
                       + (f"   host RSS {rss['ray']:.0f} / {rss['ray vec']:.0f} MB" if rss else ""), flush=True)

@@ -15,13 +15,18 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.cohort import CohortBatch
-from raycompo.engine.ledger import NUMBER_BYTES, MemberCosts, samples_read
+from raycompo.engine.ledger import MemberCosts, count_values, samples_read
 from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
 FLOATS_PER_MODEL = 8
 """Model-sized float tensors alive per client in a batched step: the rows of w, their
 copy with requires_grad, the gradient, the update's temporaries, a state (momentum, a
 personal model) and a returned contribution."""
+
+
+GATHER_SHARE = 0.25
+"""Share of `vectorize_memory_mb` that a chunk's gathered batches of several local steps may
+take (`CohortBatch.gather_bytes`); the chunks are cut from the rest (`clients_per_chunk`)."""
 
 
 MODELS_PER_TASK = 6
@@ -48,7 +53,7 @@ def clients_per_chunk(host: Any, cid: int) -> int:
         per_client = 4 * (FLOATS_PER_MODEL + MODELS_PER_TASK * width) * dim + 512
         return max(1, int(host.batched_budget_bytes // per_client))
     row = data.x[0].numel() if len(data.x) else 1
-    return chunk_size(dim, row, width, host.batched_budget_bytes)
+    return chunk_size(dim, row, width, host.batched_budget_bytes * (1 - GATHER_SHARE))
 
 
 def evaluation_bytes(data: Any) -> int:
@@ -90,19 +95,19 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     result: dict[Any, Any] = {}
     if not items:
         return result
+    gather_bytes = int(host.batched_budget_bytes * GATHER_SHARE)
     for chunk in chunks(host, phase, items):
         ctxs = [host.context(cid, round_) for cid, _ in chunk]
-        states = [host.state(c) for c in ctxs]
+        states = host.states_of(ctxs)
         read = [samples_read(c.data) for c in ctxs] if costs is not None else []
-        out, new_states = fn(CohortBatch(ctxs, host.task, host.device), states, payload)
+        out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gather_bytes), states, payload)
         if costs is not None:
-            per_key = member_sizes(out, len(chunk))
-            for (cid, mult), c, before in zip(chunk, ctxs, read):
-                costs.add(cid, mult, (samples_read(c.data) - before) * mult, per_key)
+            for (cid, mult), c, before, sizes in zip(chunk, ctxs, read, member_sizes(out, len(chunk))):
+                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes)
         if len(new_states) != len(chunk):
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
         for (cid, _), st in zip(chunk, new_states):
-            host.states.put(cid, st)
+            host.keep_state(cid, st)
         if reduce:
             for key, value in out.items():
                 result[key] = _weighted_sum(value, [m for _, m in chunk], result.get(key))
@@ -116,29 +121,52 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     return result
 
 
-def member_sizes(out: dict[str, Any], k: int) -> dict[str, tuple[int, int]]:
-    """{key: (values, bytes)} of one member's contribution in a batched phase's output: a
-    (k, ...) tensor's row, or one Python number of a list of k (from shapes only)."""
-    sizes = {}
+def member_sizes(out: dict[str, Any], k: int) -> list[dict[str, tuple[int, int]]]:
+    """Each of the k members' {key: (values, bytes)} in a batched phase's output: a (k, ...)
+    tensor's row (counted once for all: the rows share a shape), or the member's own item
+    of a list of k (a number, or a tensor of its own size). From shapes only."""
+    rows: dict[str, tuple[int, int]] = {}
+    items: dict[str, list] = {}
     for key, value in out.items():
         if isinstance(value, torch.Tensor):
             n = value.numel() // max(k, 1)
-            sizes[str(key)] = (n, n * value.element_size())
+            rows[str(key)] = (n, n * value.element_size())
         else:
-            sizes[str(key)] = (1, NUMBER_BYTES)
-    return sizes
+            items[str(key)] = value
+    if not items:
+        return [rows] * k
+    return [{**rows, **{key: count_values(value[i]) for key, value in items.items()}} for i in range(k)]
+
+
+SUM_BLOCK_BYTES = 1 << 20
+"""A stacked contribution is summed in float64 this many bytes (of float64) of rows at a
+time: float64 accumulation as `Host.map`'s, without a float64 copy of the whole (k, ...)."""
 
 
 def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any) -> Any:
     """acc + sum_i mult_i value_i: a list of Python numbers sums as `host.add_into` does,
-    one client after the other in float64 (the same float); a (k, ...) tensor in float64."""
+    one client after the other in float64 (the same float); a (k, ...) tensor in float64,
+    a block of rows at a time (a block's float64 copy, never the whole), on its device,
+    then moved to the CPU once."""
     if isinstance(value, list):
         for m, v in zip(mults, value):
             acc = float(m) * float(v) if acc is None else acc + float(m) * float(v)
         return acc
-    v = value.detach().to("cpu", torch.float64)
-    w = torch.tensor([float(m) for m in mults], dtype=torch.float64).view(-1, *([1] * (v.dim() - 1)))
-    total = (v * w).sum(0)
+    v = value.detach()
+    k = v.shape[0]
+    block = max(1, SUM_BLOCK_BYTES // (8 * max(1, v.numel() // k))) if k else 1
+    w = None
+    if any(m != 1 for m in mults):
+        w = torch.tensor([float(m) for m in mults], dtype=torch.float64, device=v.device).view(-1, *([1] * (v.dim() - 1)))
+    total = None
+    for i in range(0, k, block):  # one pass where the whole block is small
+        part = v[i:i + block].to(torch.float64)
+        if w is not None:
+            part.mul_(w[i:i + block])
+        total = part.sum(0) if total is None else total.add_(part.sum(0))
+    if total is None:
+        total = torch.zeros(v.shape[1:], dtype=torch.float64, device=v.device)
+    total = total.cpu()
     return total if acc is None else acc + total
 
 

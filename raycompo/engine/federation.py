@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from raycompo.budget import Budget, check_budget
 from raycompo.config import Resolved, RunConfig, resolve
 from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import Ledger, exchange_cost
@@ -100,7 +101,7 @@ class RoundCtx:
         pool = self._pool(phase)
         if not self.counted:
             return pool.map(phase, self.round, counts, payload, reduce)
-        result, members = pool.map(phase, self.round, counts, payload, reduce, True)
+        result, members = pool.map(phase, self.round, counts, payload, reduce, count=True)
         ledger = self.fed.ledger
         cost = exchange_cost(self.round + 1, phase, ledger.next_index(self.round + 1), counts, payload, members)
         ledger.record(cost)
@@ -156,6 +157,12 @@ class Federation:
         (e.g. the simulated system's clock). Empty by default."""
         self.counting = True
         """False turns counting off (the overhead benchmark only): no cost columns change."""
+        self.stop_checks: list[Callable[[dict[str, Any]], str | None]] = []
+        """Each sees a round's cost columns (`cost_columns`) once it ended; the first reason
+        it returns ends the run there, status 'completed' (e.g. the config's budget)."""
+        budget = Budget(check_budget(self.cfg.budget, getattr(self.cfg, "system", None)))
+        if budget:
+            self.stop_checks.append(budget.reached)
         self._pool_factory = pool_factory or default_pool
         self.pool: Pool | None = None
         self.client_columns: ClientColumns | None = None
@@ -210,6 +217,10 @@ class Federation:
         return {"round": 0, **self._evaluated(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
                 **self.ledger.columns()}
 
+    def cost_columns(self) -> dict[str, Any]:
+        """The cumulative cost columns of this round's row (engine/ledger.py)."""
+        return self.ledger.columns()
+
     def run_round(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, counted=True), self.w, self.state)
@@ -217,26 +228,36 @@ class Federation:
         self.ledger.close_round(self.round)
         round_time = time.perf_counter() - t0
         self.elapsed += round_time
+        costs = self.cost_columns()
+        stopped = next((reason for check in self.stop_checks if (reason := check(costs))), None)
         row: dict[str, Any] = {"round": self.round}
         finite = bool(torch.isfinite(self.w).all())
-        if finite and (self.round % self.cfg.eval_every == 0 or self.round == self.cfg.rounds):
+        if finite and (self.round % self.cfg.eval_every == 0 or self.round == self.cfg.rounds or stopped):
             row.update(self._evaluated())
         row["round_time"] = round_time
         row["wall_time"] = self.elapsed
         row["diverged"] = not finite or any(
             isinstance(v, float) and not math.isfinite(v) for k, v in row.items() if "loss" in k
         )
-        row.update(self.ledger.columns())  # cumulative costs, after the columns that existed before them
+        row.update(costs)  # after the columns that existed before them
+        if stopped:
+            row["stopped"] = stopped  # the last row only: not a metrics.csv column
         return row
 
     def run_rounds(self, count: int) -> list[dict[str, Any]]:
-        """Several rounds in one call (fewer round trips from the caller); stops at divergence."""
+        """Several rounds in one call (fewer round trips from the caller); stops at
+        divergence or at a stop check (a budget)."""
         rows = []
         for _ in range(count):
             rows.append(self.run_round())
-            if rows[-1]["diverged"]:
+            if rows[-1]["diverged"] or rows[-1].get("stopped"):
                 break
         return rows
+
+    def cost_breakdown(self) -> list[dict[str, Any]]:
+        """The ledger's per-key costs by round: {round, direction ('down' / 'up'), key,
+        values, bytes}, one per (round, direction, key) (the run folder's costs.csv)."""
+        return self.ledger.breakdown()
 
     def global_model(self) -> torch.Tensor:
         return self.w

@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import torch
 
-from raycompo.algorithms.base import State
+from raycompo.algorithms.base import Algorithm, State
 from raycompo.config import Resolved
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.batched import run_batched
@@ -45,13 +46,20 @@ class ClientCtx:
     seed: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
-    def rng(self, step: int, stream: int = 0) -> torch.Generator:
-        """The stream seeded by (seed, client, round, step, stream) (the key's first four
-        parts folded once per context: the same seed as `generator(...)` of all five)."""
+    @property
+    def key_prefix(self) -> int:
+        """The 64-bit state of (seed, CLIENT, client, round), folded once per context: every
+        stream of this client and round continues it with (step, stream) (`rng`; a batched
+        phase folds a whole chunk's at once, algorithms/cohort.py)."""
         prefix = self.__dict__.get("_prefix")
         if prefix is None:
             prefix = self._prefix = fold(0, self.seed, CLIENT, self.client_id, self.round)
-        return generator_from(prefix, step, stream)
+        return prefix
+
+    def rng(self, step: int, stream: int = 0) -> torch.Generator:
+        """The stream seeded by (seed, client, round, step, stream) (the same seed as
+        `generator(...)` of all five)."""
+        return generator_from(self.key_prefix, step, stream)
 
 
 def to_device(obj: Any, device: torch.device) -> Any:
@@ -77,10 +85,11 @@ class Host:
     (missing data, bad settings) reaches the caller as its own exception: Ray passes a
     method's error through, but only the message of an actor constructor's."""
 
-    def __init__(self, resolved: Resolved, client_ids: list[int], device: str | None = None, num_threads: int | None = None,
-                 state_budget_bytes: int | None = None, run: str | None = None):
+    def __init__(self, resolved: Resolved, client_ids: range | list[int], device: str | None = None,
+                 num_threads: int | None = None, state_budget_bytes: int | None = None, run: str | None = None):
         self._args: tuple | None = (resolved, device, num_threads, state_budget_bytes)
-        self.client_ids = range(client_ids[0], client_ids[-1] + 1) if _contiguous(client_ids) else sorted(client_ids)
+        # A block of consecutive ids is kept as a range: O(1), whatever the population.
+        self.client_ids = as_range(client_ids)
         self.busy_seconds = 0.0
         self._repr = host_repr(self.client_ids, resolved.n_clients, resolved.config.task, run)
 
@@ -109,6 +118,8 @@ class Host:
         self.seed = r.config.seed
         self.task = r.make_task().to(self.device)
         self.algorithm = r.algo_cls(r.algo_settings, self.task)
+        # An empty initial state (the base's): an absent state reads as {} (`keep_state`).
+        self._stateless = type(self.algorithm).init_client_state is Algorithm.init_client_state
         # Phases whose clients run as batched chunks (raycompo/vectorize.py, engine/batched.py).
         self.batched = set(resolved_plan(r, self.task).phases)
         self.batched_budget_bytes = r.config.vectorize_memory_mb * 2**20
@@ -138,6 +149,21 @@ class Host:
         found = self.states.get(c.client_id)
         return self.algorithm.init_client_state(c) if found is None else found
 
+    def states_of(self, ctxs: list[ClientCtx]) -> list[State]:
+        """`state(c)` for each context; for an algorithm that keeps no state (an empty
+        initial state, and nothing stored yet) fresh empty dicts, without asking the store."""
+        if self._stateless and not len(self.states):
+            return [{} for _ in ctxs]
+        return [self.state(c) for c in ctxs]
+
+    def keep_state(self, cid: int, state: State) -> None:
+        """Store client cid's new state; an empty state where the algorithm's initial state
+        is empty and the client has none stored is not stored (reading it back gives the
+        same {}): an algorithm that keeps no state costs the store nothing."""
+        if self._stateless and not state and (not len(self.states) or cid not in self.states):
+            return
+        self.states.put(cid, state)
+
     def map(self, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any], reduce: bool = True,
             count: bool = False):
         """Run client phase `phase` for each (client, multiplicity); sum or collect.
@@ -158,7 +184,7 @@ class Host:
             out, new_state = run_phase(c, self.state(c), payload)
             if costs is not None:  # the contribution as sent, before the float64 pre-reduction
                 costs.add(cid, mult, (samples_read(c.data) - read) * mult, count_by_key(out))
-            self.states.put(cid, new_state)
+            self.keep_state(cid, new_state)
             if reduce:
                 add_into(result, out, float(mult))
             else:
@@ -196,7 +222,7 @@ class Host:
         if hasattr(self, "states"):  # a host whose `ready` failed has none
             self.states.close()
 
-    def reset(self, resolved: Resolved, client_ids: list[int], device: str | None = None, num_threads: int | None = None,
+    def reset(self, resolved: Resolved, client_ids: range | list[int], device: str | None = None, num_threads: int | None = None,
               state_budget_bytes: int | None = None) -> int:
         """Become, in this process, what `Host(resolved, client_ids, ...)` then `ready()`
         would be: a sweep's next trial reuses the host actor (engine/host_actors.py). New
@@ -246,5 +272,12 @@ def host_repr(ids: range | list[int], n_clients: int, task: str, run: str | None
     return f"Host({which} of {n_clients}, task {task}" + (f", run {run})" if run else ")")
 
 
-def _contiguous(ids: list[int]) -> bool:
-    return len(ids) > 0 and ids == list(range(ids[0], ids[0] + len(ids)))
+def as_range(ids: range | list[int]) -> range | list[int]:
+    """Client ids as a step-1 range where they are consecutive (a range is kept as it is,
+    never expanded), else sorted: the check allocates nothing of their length."""
+    if isinstance(ids, range) and ids.step == 1:
+        return ids
+    ids = sorted(ids)
+    if ids and all(b - a == 1 for a, b in pairwise(ids)):
+        return range(ids[0], ids[-1] + 1)
+    return ids

@@ -35,6 +35,9 @@ NUMBER_BYTES = 8
 COLUMNS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges")
 """The cumulative cost columns of metrics.csv, in order."""
 
+BREAKDOWN_COLUMNS = ("round", "direction", "key", "values", "bytes")
+"""The columns of the per-key breakdown (the run folder's costs.csv)."""
+
 
 def count_values(obj: Any) -> tuple[int, int]:
     """(values, bytes) of a payload or contribution: tensor elements at their dtype's size,
@@ -173,6 +176,10 @@ class Ledger:
                 self.rows.append((r, direction, key, v, b))
         self._open = {k: v for k, v in self._open.items() if k[0] != round_}
         self._next_index.pop(round_, None)
+
+    def breakdown(self) -> list[dict[str, Any]]:
+        """The closed per-key rows as dicts: round, direction, key, values, bytes."""
+        return [dict(zip(BREAKDOWN_COLUMNS, r)) for r in self.rows]
 
     def columns(self) -> dict[str, int]:
         """The cumulative columns of a metrics row."""

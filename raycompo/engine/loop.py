@@ -1,4 +1,5 @@
-"""The round loop: the initial evaluation, then rounds until the last or a divergence.
+"""The round loop: the initial evaluation, then rounds until the last, a divergence or a
+stop check of the driver (a budget).
 What happens to each row (files, progress lines, Tune, dashboard) is the observers'."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ MAX_ROUNDS_PER_CALL = 50
 def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], boundary: int | None = None,
                call_seconds: float = 0.0) -> str:
     """Run `fed` (a Federation, here or remote) to round `rounds`, appending each row to
-    `rows` and passing it to `observer`. Returns 'completed' or 'diverged'.
+    `rows` and passing it to `observer`. Returns 'completed' or 'diverged'; 'completed'
+    also when the driver's last row says it `stopped` (a budget reached).
 
     `call_seconds` > 0 (a driver actor): each call to `fed.run_rounds` runs as many rounds
     as take about that long (measured on the previous call; at most MAX_ROUNDS_PER_CALL),
@@ -38,6 +40,8 @@ def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], bound
             emit(row, observer)
         if batch and batch[-1]["diverged"]:
             return "diverged"
+        if batch and batch[-1].get("stopped"):  # a stop check of the driver (a budget) ended the run
+            return "completed"
         if call_seconds > 0 and batch:
             per_round = (time.perf_counter() - t0) / len(batch)
             per_call = max(1, min(MAX_ROUNDS_PER_CALL, int(call_seconds / max(per_round, 1e-6))))

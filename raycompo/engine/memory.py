@@ -11,11 +11,12 @@ measured with /usr/bin/time on CPython 3.11 + torch 2, then rounded up):
 
 * processes: `PROCESS_BYTES` for this process (Python, torch, pandas) and
   `WORKER_BYTES` for every Ray worker it starts (the driver actor, each host).
-* client ids, O(n): `ID_LIST_BYTES` per client for every Python list of the ids (a
-  pointer and an int object): the host's id list (inline: one host of n; Ray: the
-  blocks, once in this process's placement plan, once in the driver's and once in the
-  hosts'), and a second, transient one when a host checks that its block is contiguous;
-  on Ray the driver's client -> host dict adds `ID_DICT_BYTES` per client.
+* client ids: nothing of length n (hosts' blocks are ranges, a client's host is found by a
+  search over the blocks' first ids: engine/placement.py, engine/ray_pool.py).
+* state index, O(n): a host's state store indexes states by client id, `INDEX_BYTES` per
+  id up to the largest id it stored (grown by doubling: twice that at most); on Ray host
+  j's largest id is the end of its block, about n (j + 1) / h. Counted for every
+  algorithm, although one that keeps no state stores nothing (engine/host.py `keep_state`).
 * cohort draw, O(n): `torch.randperm(n)` (8 bytes per client) whenever m < n, or the
   evaluation sample is drawn from n.
 * client data, O(touched): clients materialize when first used and at most
@@ -43,10 +44,8 @@ PROCESS_BYTES = 1.0 * GB
 """This process: Python, torch, pandas, the task (measured 0.95 GB peak for a 1,000-client inline run)."""
 WORKER_BYTES = 0.6 * GB
 """A Ray worker process (driver actor or host): Ray, torch (a host holds ~0.4 GB unique, 0.77 GB resident)."""
-ID_LIST_BYTES = 40
-"""Per element of a Python list of client ids: an 8-byte pointer and a 32-byte int block."""
-ID_DICT_BYTES = 100
-"""Per entry of the Ray driver's dict client id -> host (entry, index, growth slack)."""
+INDEX_BYTES = 21
+"""Per client id of a state store's index (engine/state_store.py: int8, int32, int64, int64)."""
 PERM_BYTES = 8
 """Per client of `torch.randperm(n)` (int64), the cohort and evaluation draws."""
 STATE_COPIES = 3
@@ -106,10 +105,8 @@ def estimate(resolved: Any, ray: bool, placement: Any = None, task: Any = None) 
     est = Estimate()
     # the driver counted as an actor also when it is local (driver="local"): conservative
     est.parts["processes"] = PROCESS_BYTES + ((hosts + 1) * WORKER_BYTES if ray else 0.0)
-    # inline: the host's list + its transient contiguity check; Ray: the plan here, in the
-    # driver, the hosts' blocks and their transient check, and the driver's owner dict
-    lists = 2 if not ray else 4
-    est.parts["client ids"] = n * (lists * ID_LIST_BYTES + (ID_DICT_BYTES if ray else 0))
+    # each host's index up to its largest id, doubled: n inline; sum_j n (j + 1) / h on Ray
+    est.parts["state index"] = 2 * INDEX_BYTES * n * ((hosts + 1) / 2 if ray else 1)
     m = getattr(resolved.algo_settings, "clients_per_round", None) or n
     sampled = m < n or (cfg.eval_clients is not None and cfg.eval_clients < n)
     est.parts["cohort draw"] = PERM_BYTES * n if sampled else 0.0

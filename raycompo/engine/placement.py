@@ -43,10 +43,10 @@ def _node_capacity(node: dict[str, float], cpus: float, gpus: float) -> int:
     return n
 
 
-def _blocks(n_clients: int, per_actor: int) -> list[list[int]]:
-    """Contiguous blocks of client ids, one per host."""
+def _blocks(n_clients: int, per_actor: int) -> list[range]:
+    """Contiguous blocks of client ids, one per host (ranges: O(hosts), whatever n)."""
     n_hosts = math.ceil(n_clients / per_actor)
-    return [list(range(j * per_actor, min(n_clients, (j + 1) * per_actor))) for j in range(n_hosts)]
+    return [range(j * per_actor, min(n_clients, (j + 1) * per_actor)) for j in range(n_hosts)]
 
 
 def _round_down(x: float) -> float:
@@ -56,8 +56,8 @@ def _round_down(x: float) -> float:
 
 @dataclass
 class Placement:
-    blocks: list[list[int]]
-    """Client ids per host actor j (contiguous blocks)."""
+    blocks: list[range]
+    """Client ids per host actor j (contiguous blocks, as ranges)."""
     cpus_per_actor: float
     gpus_per_actor: float
     strategy: str

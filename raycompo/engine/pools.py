@@ -57,7 +57,7 @@ class InlinePool:
 
     def __init__(self, resolved: Resolved):
         self.n_clients = resolved.n_clients
-        self.host = Host(resolved, list(range(self.n_clients)), state_budget_bytes=resolved.config.state_budget_bytes())
+        self.host = Host(resolved, range(self.n_clients), state_budget_bytes=resolved.config.state_budget_bytes())
         self.host.ready()
 
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any
 
 import ray
@@ -82,7 +83,7 @@ class RayPool:
         # fit is a ConfigError here, before any host starts, never a wait.
         self.placement = plan_placement(cfg, self.n_clients, extra_bundles=0 if placement_group is None else 1)
         self.blocks = self.placement.blocks
-        self.owner = {cid: j for j, block in enumerate(self.blocks) for cid in block}
+        self._starts = [block[0] if len(block) else 0 for block in self.blocks]
         self.bytes_sent = 0
         self.timeout = cfg.host_timeout_s
         self.healthy = True
@@ -92,11 +93,16 @@ class RayPool:
         self.actors = self.hosts.acquire(resolved, self.placement, placement_group, namespace, self._get,
                                          run=run or namespace)
 
+    def owner(self, cid: int) -> int:
+        """The host j whose block holds client `cid` (a search over the blocks' first ids:
+        no table of the population's length)."""
+        return bisect_right(self._starts, cid) - 1
+
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
             count: bool = False) -> Any:
         per_host: dict[int, list[tuple[int, int]]] = {}
         for cid, mult in sorted(counts.items()):
-            per_host.setdefault(self.owner[cid], []).append((cid, mult))
+            per_host.setdefault(self.owner(cid), []).append((cid, mult))
         size = payload_bytes(payload)
         self.bytes_sent += size
         # A large payload goes to the object store once, shared by all hosts; a small one
@@ -130,7 +136,7 @@ class RayPool:
         return self._get(futures, what, list(range(len(self.actors))))
 
     def client_state(self, cid: int) -> State:
-        j = self.owner[cid]
+        j = self.owner(cid)
         return self._get([self.actors[j].client_state.remote(cid)], "client_state", [j])[0]
 
     def client_states(self) -> dict[int, State]:
@@ -142,7 +148,7 @@ class RayPool:
     def load_client_states(self, states: dict[int, State]) -> None:
         parts: list[dict[int, State]] = [{} for _ in self.actors]
         for cid, s in states.items():
-            parts[self.owner[cid]][cid] = s
+            parts[self.owner(cid)][cid] = s
         self._all("load_client_states", "restoring client states", [(p,) for p in parts])
 
     def busy_seconds(self) -> list[float]:

@@ -19,6 +19,7 @@ from raycompo.clients_file import read_clients
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
+from raycompo.engine.ledger import BREAKDOWN_COLUMNS
 from raycompo.engine.loop import run_rounds
 from raycompo.engine.placement import plan_placement
 from raycompo.engine.ray_metrics import RayMetrics
@@ -27,7 +28,7 @@ from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
 from raycompo.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.per_client import ClientMetrics
-from raycompo.results import RunWriter, read_config
+from raycompo.results import COSTS_FILE, RunWriter, read_config
 from raycompo.tasks.base import Task
 from raycompo.vectorize import resolved_plan
 
@@ -45,6 +46,9 @@ class RunResult:
     placement, the user's code (spec and source digest) and the task's partition."""
     out: str | None = None
     """The run folder (None: nothing was written)."""
+    cost_rows: list[Row] = field(default_factory=list)
+    """The ledger's per-key costs by round (engine/ledger.py): one dict per (round,
+    direction, key) with its values and bytes, as the run folder's costs.csv holds them."""
     client_records: list[ClientMetrics] = field(default_factory=list, repr=False)
     """The evaluations' per-client values, kept here only for a run without a folder
     (with one they are in out/clients.csv)."""
@@ -65,6 +69,11 @@ class RunResult:
         """The rows as a DataFrame with exactly the columns of metrics.csv (those of the
         first row, in its order; later rows' extra keys are not columns there either)."""
         return metrics_frame(self.rows)
+
+    @property
+    def costs(self) -> pd.DataFrame:
+        """`cost_rows` as a DataFrame (columns round, direction, key, values, bytes)."""
+        return pd.DataFrame(self.cost_rows, columns=list(BREAKDOWN_COLUMNS))
 
     @property
     def final(self) -> Row:
@@ -173,6 +182,7 @@ def run(
     fed = None
     failures = 0
     writer = None
+    cost_rows: list[Row] = []
     kept = KeptClients() if not out else None  # without a folder, RunResult.clients comes from memory
     marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
     try:
@@ -224,6 +234,9 @@ def run(
                         kept.records[:] = [c for c in kept.records if c.round <= last]
                     # read back from disk when the run has a folder (see Checkpointer.latest)
                     restore_from = ckpt.latest()
+            cost_rows = fed.cost_breakdown()
+            if writer is not None:
+                writer.write_frames({COSTS_FILE: pd.DataFrame(cost_rows, columns=list(BREAKDOWN_COLUMNS))})
             if writer is not None and status == "completed":
                 writer.write_frames(fed.artifacts())
             watch.on_end(status, rows[-1] if rows else {})
@@ -241,7 +254,7 @@ def run(
         config = writer.config
     else:
         config.update(status=status, final=rows[-1] if rows else {}, rounds_done=int(rows[-1]["round"]) if rows else 0)
-    return RunResult(status, rows, config, out, kept.records if kept is not None else [])
+    return RunResult(status, rows, config, out, cost_rows, kept.records if kept is not None else [])
 
 
 class KeptClients(Observer):

@@ -62,18 +62,13 @@ class FlatModel:
         """Whether the module backpropagates k models by hand (`batched_pullback`)."""
         return getattr(self.module, "batched_pullback", None) is not None and not self.buffers
 
-    def batched_pullback(self, w: torch.Tensor, x: torch.Tensor):
+    def batched_pullback(self, w: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, Pullback]:
         """(outputs (k, out, B), pullback): pullback(g) is the (k, dim) gradient of
         sum(g * outputs) with respect to w, without autograd (the module's own
-        `batched_pullback`; each parameter's block written in place)."""
+        `batched_pullback`; each parameter's block written in place); `pullback.add_(g,
+        alpha)` adds alpha times that gradient to w itself, in place."""
         outputs, pull = self.module.batched_pullback(self._rows(w), x)
-
-        def pullback(g: torch.Tensor) -> torch.Tensor:
-            grad = torch.empty(w.shape, dtype=w.dtype, device=w.device)
-            pull(g, self._rows(grad))
-            return grad
-
-        return outputs, pullback
+        return outputs, Pullback(self, w, pull, getattr(self.module, "pullback_adds", False))
 
     def batched(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """k models on k batches: w (k, dim), x (k, B, ...) -> outputs (k, B, ...); client
@@ -85,3 +80,26 @@ class FlatModel:
         self.module.to(device)
         self.buffers = dict(self.module.named_buffers())
         return self
+
+
+class Pullback:
+    """The backward pass of `FlatModel.batched_pullback` at the rows w it ran at."""
+
+    def __init__(self, model: FlatModel, w: torch.Tensor, pull, adds: bool):
+        self.model, self.w, self.pull, self.adds = model, w, pull, adds
+
+    def __call__(self, g: torch.Tensor) -> torch.Tensor:
+        """The (k, dim) gradient of sum(g * outputs) with respect to w, in a new tensor."""
+        grad = torch.empty(self.w.shape, dtype=self.w.dtype, device=self.w.device)
+        self.pull(g, self.model._rows(grad))
+        return grad
+
+    def add_(self, g: torch.Tensor, alpha: float) -> None:
+        """w += alpha * gradient, in place: a local step's update with alpha = -lr. Fused
+        into the gradient's products where the module can (`pullback_adds`: its pull takes
+        an `alpha` and adds into the parameters it reads, e.g. one `baddbmm_`); otherwise
+        the gradient, then one in-place add."""
+        if self.adds:
+            self.pull(g, self.model._rows(self.w), alpha)
+        else:
+            self.w.add_(self(g), alpha=alpha)

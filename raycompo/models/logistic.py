@@ -33,16 +33,26 @@ class LogisticRegression(nn.Module):
         xt = x.flatten(2).transpose(1, 2)
         return torch.baddbmm(params["linear.bias"].unsqueeze(2), params["linear.weight"], xt).transpose(1, 2)
 
+    pullback_adds = True
+    """`batched_pullback`'s pull takes an `alpha`: the update of a local step fused into the
+    weight gradient's product (models/flat.py `Pullback.add_`)."""
+
     @staticmethod
     def batched_pullback(params: dict[str, torch.Tensor], x: torch.Tensor):
         """(logits (k, C, B), pullback): pullback(g, out) writes the gradients of
         sum(g * logits) into `out` (views of the parameters' shapes, k first): the weight's
-        is g x (one `bmm`), the bias's the sum of g over the batch. No autograd graph."""
+        is g x (one `bmm`), the bias's the sum of g over the batch. No autograd graph.
+        pullback(g, out, alpha) adds alpha times them to `out` instead (which may be the
+        parameters themselves): one `baddbmm_`, no gradient tensor."""
         xt = x.flatten(2)
         logits = torch.baddbmm(params["linear.bias"].unsqueeze(2), params["linear.weight"], xt.transpose(1, 2))
 
-        def pullback(g: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
-            torch.bmm(g, xt, out=out["linear.weight"])
-            torch.sum(g, 2, out=out["linear.bias"])
+        def pullback(g: torch.Tensor, out: dict[str, torch.Tensor], alpha: float | None = None) -> None:
+            if alpha is None:
+                torch.bmm(g, xt, out=out["linear.weight"])
+                torch.sum(g, 2, out=out["linear.bias"])
+            else:
+                out["linear.weight"].baddbmm_(g, xt, alpha=alpha)
+                out["linear.bias"].add_(g.sum(2), alpha=alpha)
 
         return logits, pullback

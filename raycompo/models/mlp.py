@@ -33,6 +33,9 @@ class MLP(nn.Module):
         h = F.relu(torch.baddbmm(params["hidden.bias"].unsqueeze(2), params["hidden.weight"], xt))
         return torch.baddbmm(params["out.bias"].unsqueeze(2), params["out.weight"], h).transpose(1, 2)
 
+    pullback_adds = True
+    """`batched_pullback`'s pull takes an `alpha` (models/flat.py `Pullback.add_`)."""
+
     @staticmethod
     def batched_pullback(params: dict[str, torch.Tensor], x: torch.Tensor):
         """(logits (k, C, B), pullback) as LogisticRegression.batched_pullback, backpropagating
@@ -41,11 +44,17 @@ class MLP(nn.Module):
         h = F.relu(torch.baddbmm(params["hidden.bias"].unsqueeze(2), params["hidden.weight"], xt.transpose(1, 2)))
         logits = torch.baddbmm(params["out.bias"].unsqueeze(2), params["out.weight"], h)
 
-        def pullback(g: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
-            torch.bmm(g, h.transpose(1, 2), out=out["out.weight"])
-            torch.sum(g, 2, out=out["out.bias"])
-            gh = torch.bmm(params["out.weight"].transpose(1, 2), g) * (h > 0)  # through the ReLU
-            torch.bmm(gh, xt, out=out["hidden.weight"])
-            torch.sum(gh, 2, out=out["hidden.bias"])
+        def pullback(g: torch.Tensor, out: dict[str, torch.Tensor], alpha: float | None = None) -> None:
+            gh = torch.bmm(params["out.weight"].transpose(1, 2), g) * (h > 0)  # through the ReLU (read first)
+            if alpha is None:
+                torch.bmm(g, h.transpose(1, 2), out=out["out.weight"])
+                torch.sum(g, 2, out=out["out.bias"])
+                torch.bmm(gh, xt, out=out["hidden.weight"])
+                torch.sum(gh, 2, out=out["hidden.bias"])
+            else:  # out may be the parameters: every one was read above
+                out["out.weight"].baddbmm_(g, h.transpose(1, 2), alpha=alpha)
+                out["out.bias"].add_(g.sum(2), alpha=alpha)
+                out["hidden.weight"].baddbmm_(gh, xt, alpha=alpha)
+                out["hidden.bias"].add_(gh.sum(2), alpha=alpha)
 
         return logits, pullback

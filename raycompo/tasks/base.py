@@ -159,6 +159,13 @@ class Task:
             (g,) = torch.autograd.grad(f, w_, grad_outputs=v)
         return g, f.detach()
 
+    def batched_loss_step_(self, w: torch.Tensor, batch: Any, lr: float, scale: Any = None) -> None:
+        """One local step of k clients in place: w (k, dim) <- w - lr * g, g the gradients
+        of `batched_loss_grad(w, batch, scale)`. By default exactly that; a task whose
+        model backpropagates by hand fuses the update into the gradient's product."""
+        g, _ = self.batched_loss_grad(w, batch, scale)
+        w.sub_(g, alpha=lr)
+
     def batched_sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """k clients' per-sample losses at once: w (k, dim), a padded `Batch` -> (k, B),
         row i equal (up to rounding) to `sample_losses(w[i], client i's batch)` on its real
@@ -292,14 +299,30 @@ class ClassificationTask(Task):
             return super().batched_sample_grad(w, batch, weigh)
         with torch.no_grad():
             logits, pullback = self.model.batched_pullback(w, batch.x)  # (k, C, B)
-            logp = torch.log_softmax(logits, 1)
-            picked = logp.gather(1, batch.y.unsqueeze(1))  # (k, 1, B)
-            losses = -picked.squeeze(1)
-            a = weigh(losses)  # (k, B)
-            g = logp.exp_()  # softmax, in place of log-softmax
-            g.scatter_add_(1, batch.y.unsqueeze(1), -torch.ones_like(picked))
-            g.mul_(a.unsqueeze(1))
+            g, losses = _logit_grad(logits, batch.y, weigh)
             return pullback(g), losses
+
+    def batched_loss_step_(self, w: torch.Tensor, batch: Any, lr: float, scale: Any = None) -> None:
+        """With a model that backpropagates by hand: the logits' gradient written out as in
+        `batched_sample_grad`, weighed by v_i mask_ib / n_i (v = scale(f), or 1 without a
+        scale: then no loss is computed, only the softmax), and the update w -= lr * g
+        fused into the model's pullback (`Pullback.add_`: one `baddbmm_` per layer)."""
+        if not self.model.has_pullback or w.requires_grad:
+            return super().batched_loss_step_(w, batch, lr, scale)
+        with torch.no_grad():
+            logits, pullback = self.model.batched_pullback(w, batch.x)  # (k, C, B)
+            if scale is None:  # FedAvg: the mean loss is never read
+                g = torch.softmax(logits, 1)
+                g.scatter_add_(1, batch.y.unsqueeze(1), _minus_ones(g, batch.y))
+                g.mul_((batch.mask / batch.count.unsqueeze(1)).unsqueeze(1))
+            else:
+                def weigh(losses: torch.Tensor) -> torch.Tensor:
+                    f = (losses * batch.mask).sum(1) / batch.count
+                    return (scale(f) / batch.count).unsqueeze(1) * batch.mask
+
+                g, _ = _logit_grad(logits, batch.y, weigh)
+            pullback.add_(g, -lr)
+        return None
 
     @classmethod
     def cannot_batch(cls) -> str | None:
@@ -362,3 +385,22 @@ class ClassificationTask(Task):
             "val_acc": (logits.argmax(1) == client.y_val).double().mean().item(),
             "train_acc": (train_logits.argmax(1) == client.y).double().mean().item(),
         }
+
+
+def _minus_ones(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """-1 at every (client, label row, sample) of a (k, C, B) logits gradient's scatter."""
+    return torch.full((1, 1, 1), -1.0, dtype=g.dtype, device=g.device).expand(y.shape[0], 1, y.shape[1])
+
+
+def _logit_grad(logits: torch.Tensor, y: torch.Tensor, weigh: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a_ib (softmax(z_ib) - onehot(y_ib)) (k, C, B), per-sample losses (k, B)) for logits
+    (k, C, B) and a = weigh(losses) (k, B): the gradient of sum_ib a_ib l_ib with respect to
+    the logits, l the cross-entropy."""
+    logp = torch.log_softmax(logits, 1)
+    picked = logp.gather(1, y.unsqueeze(1))  # (k, 1, B)
+    losses = -picked.squeeze(1)
+    a = weigh(losses)  # (k, B)
+    g = logp.exp_()  # softmax, in place of log-softmax
+    g.scatter_add_(1, y.unsqueeze(1), _minus_ones(g, y))
+    g.mul_(a.unsqueeze(1))
+    return g, losses

@@ -120,7 +120,7 @@ class TuneReporter(Observer):
         out[metric] = value
         out[f"best_{metric}"] = self.best
         out["best_round"] = self.best_round
-        last = diverged or row["round"] >= self.rounds
+        last = diverged or bool(row.get("stopped")) or row["round"] >= self.rounds  # stopped: a budget reached
         out["status"] = ("diverged" if diverged else "completed") if last else "running"
         out["trial_time"] = time.perf_counter() - self.t0
         tune.report(out)
