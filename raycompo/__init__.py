@@ -31,11 +31,11 @@ above it in this list; `a | b`: siblings that do not import each other; checked 
 
   errors               user-facing errors
   per_client           one evaluation's per-client values and their spread over clients
-  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats | cost_axes
+  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats | arguments | cost_axes
                        typed settings dataclasses and `--set key=value`; seeded streams; the
                        cost record of an exchange; the cost limits a run stops at; file locks;
-                       discovery of built-ins; backend names; the Observer interface;
-                       t-intervals; the cost axes (--x, --rank-at)
+                       discovery of built-ins; backend names; the Observer interface; t-intervals;
+                       what the public functions' arguments accept; the cost axes (--x, --rank-at)
   problems | models | data | system/
                        compositional objectives as pure torch functions; models over a flat
                        parameter vector; data sets and partitions; the simulated system

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from raycompo.arguments import Arg, check, positive_int
 from raycompo.errors import ConfigError
 from raycompo.observers import Observer, Row
 
@@ -38,6 +39,36 @@ a `Task` subclass (e.g. one made by `raycompo.task_from_arrays`)."""
 AlgoSpec = Any
 """An algorithm: a registered name, 'path/to/file.py:ClassName', 'package.module:ClassName',
 or an `Algorithm` subclass."""
+
+
+def run_arguments() -> dict[str, Arg]:
+    """What `run` accepts, argument by argument (`raycompo.arguments`; task and algo are
+    checked by `plugins.load`); `resume` and `raycompo.tune` take the same for the
+    arguments they share."""
+    from raycompo.backends import backend_names
+    from raycompo.progress import MODES
+    from raycompo.trackers import TRACKERS
+    from raycompo.vectorize import MODES as VECTORIZE
+
+    return {
+        "rounds": positive_int(), "settings": Arg(("mapping",), none=True), "seed": Arg(("int",), at_least=0),
+        "backend": Arg(("choice",), choices=tuple(backend_names())), "out": Arg(("path",), none=True),
+        "overwrite": Arg(("bool",)), "eval_every": positive_int(), "eval_clients": positive_int(none=True),
+        "clients_per_actor": positive_int(none=True), "cpus_per_actor": Arg(("number",), above=0),
+        "gpus_per_actor": Arg(("number",), at_least=0), "address": Arg(("str",), none=True),
+        "dashboard": Arg(("bool",), none=True), "checkpoint_every": positive_int(none=True),
+        "max_failures": Arg(("int",), at_least=0), "state_memory": Arg(("number",), above=0, none=True),
+        "host_timeout": Arg(("number",), above=0), "data_dir": Arg(("path",), none=True),
+        "threads": positive_int(none=True), "vectorize": Arg(("choice",), choices=tuple(VECTORIZE)),
+        "vectorize_memory": Arg(("number",), above=0), "on_row": Arg(("callable",), none=True),
+        "progress": Arg(("bool", "choice"), choices=MODES),
+        "tracker": Arg(("names",), choices=TRACKERS, none=True),
+        "observers": Arg(("instances",), cls=Observer),
+    }
+
+
+_RESUME_ARGS = ("address", "dashboard", "checkpoint_every", "max_failures", "on_row", "progress", "tracker")
+"""The arguments `resume` shares with `run`."""
 
 
 def run(
@@ -79,8 +110,11 @@ def run(
     rounds: communication rounds S. settings: task and algorithm settings by flat key
         (lr, tau, gamma, ...; `task.KEY` / `algo.KEY` where a key is ambiguous).
     seed: seed of every random draw; the same seed gives the same rows on every backend.
-    backend: 'inline' (one process, the reference; the default here) or 'ray' (client
-        hosts as Ray actors; joins `address`, or starts a local Ray bound to 127.0.0.1).
+    backend: 'inline' (one process, the reference) or 'ray' (client hosts as Ray actors;
+        joins `address`, or starts a local Ray bound to 127.0.0.1). The default here is
+        'inline', while `python -m raycompo.run` defaults to 'ray': a call from a notebook or
+        a script starts no cluster (seconds saved per run) and gives the same rows as 'ray'
+        to 1e-6 for the same seed; the command line is where experiments scale out.
     out: a folder for config.json, metrics.csv, clients.csv and checkpoint.pt (None: nothing written);
         `overwrite` replaces a run already there.
     eval_every, eval_clients, clients_per_actor, cpus_per_actor, gpus_per_actor,
@@ -112,22 +146,23 @@ def run(
     """
     from raycompo.config import RunConfig
 
-    if threads is not None:
-        if threads < 1:
-            raise ConfigError(f"threads must be >= 1, got {threads}")
+    a = check("raycompo.run", locals(), run_arguments())  # numpy numbers come back as int / float
+    if a["threads"] is not None:
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(a["threads"])
     cfg = RunConfig(
-        task=task, algo=algo, rounds=rounds, seed=seed, settings=dict(settings or {}), backend=backend,
-        clients_per_actor=clients_per_actor, cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor,
-        eval_every=eval_every, data_dir=data_dir, eval_clients=eval_clients, state_memory_gb=state_memory,
-        host_timeout_s=host_timeout, vectorize=vectorize, vectorize_memory_mb=vectorize_memory,
+        task=task, algo=algo, rounds=a["rounds"], seed=a["seed"], settings=dict(a["settings"] or {}), backend=backend,
+        clients_per_actor=a["clients_per_actor"], cpus_per_actor=a["cpus_per_actor"],
+        gpus_per_actor=a["gpus_per_actor"], eval_every=a["eval_every"],
+        data_dir=None if data_dir is None else str(data_dir), eval_clients=a["eval_clients"],
+        state_memory_gb=a["state_memory"], host_timeout_s=a["host_timeout"], vectorize=vectorize,
+        vectorize_memory_mb=a["vectorize_memory"],
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
-                checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
-                tracker=tracker, observers=observers)
+                checkpoint_every=a["checkpoint_every"], max_failures=a["max_failures"], on_row=on_row,
+                progress=progress, tracker=tracker, observers=observers)
 
 
 def resume(
@@ -150,17 +185,31 @@ def resume(
     for a run whose classes were defined in a notebook or a script's `__main__`
     (config.json can name them but not find them in a new process); they must be the
     classes the run used. The checks are the command line's (results.resumed_config,
-    checkpoint.resume_point): a ConfigError when the run cannot go on as asked."""
+    checkpoint.resume_point): a ConfigError when the run cannot go on as asked. A completed
+    run with no more rounds asked for (`rounds` None or its rounds) is not run again: its
+    result (metrics and config.json as written) is returned."""
     from raycompo.plugins import load, remember
-    from raycompo.results import resumed_config
+    from raycompo.results import finished, read_rows, resumed_config
 
+    args = run_arguments()
+    a = check("raycompo.resume", locals(), {**{k: args[k] for k in _RESUME_ARGS}, "out": Arg(("path",)),
+                                           "rounds": positive_int(none=True)})
+    if not Path(out).is_dir():
+        raise ConfigError(f"raycompo.resume: out must be the folder of a run, and there is no folder {str(out)!r}")
+    rounds, checkpoint_every, max_failures = a["rounds"], a["checkpoint_every"], a["max_failures"]
     cfg = resumed_config(out, rounds=rounds)
     for kind, given, recorded in (("task", task, cfg.task), ("algorithm", algo, cfg.algo)):
         if given is not None:
             cls = load(kind, given)
             if recorded.rpartition(":")[2].rpartition(".")[2] not in (cls.__name__, cls.name):
-                raise ConfigError(f"resume {out}: the run's {kind} is {recorded}, not {cls.__qualname__}")
+                raise ConfigError(f"raycompo.resume: the run in {out} used the {kind} {recorded}, not "
+                                  f"{cls.__qualname__}; pass the class the run used")
             remember({(kind, recorded): cls})
+    done = finished(out, cfg.rounds)
+    if done is not None:  # completed, no more rounds asked for: its result, nothing to run
+        from raycompo.engine.runner import RunResult
+
+        return RunResult("completed", read_rows(out, cfg.rounds), done, str(out))
     return _run(cfg, out=out, overwrite=False, resume=True, address=address, dashboard=dashboard,
                 checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
                 tracker=tracker)

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from raycompo.arguments import Arg, check
 from raycompo.backends import backend_names
 from raycompo.budget import check_budget
 from raycompo.errors import ConfigError
@@ -131,11 +132,12 @@ def algorithm_overrides(task_cls: type, algo_cls: type, settings: dict[str, Any]
 
 def setting_owners(*extra: tuple[str, str, type]) -> dict[str, str]:
     """Every settings key of every registered task and algorithm, and of the `extra`
-    (kind 'task' or 'algo', spec, class) plugins in use -> 'task' or 'algo'.
+    (kind 'task' or 'algo', spec, class) classes -> 'task' or 'algo'.
 
-    A key declared by a task and by an algorithm would make one `--set` change both
-    silently: that is an error here naming both owners, raised on first use after the
-    classes are defined."""
+    The built-ins keep their task and algorithm keys apart (a key declared by a task and
+    by an algorithm is an error here naming both owners), so that any pair of them runs.
+    A run checks only its own pair (`split_settings`): a plugin may use a key that some
+    other task uses."""
     from raycompo.plugins import list_algorithms, list_tasks
 
     owners: dict[str, str] = {}
@@ -162,12 +164,18 @@ def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, con
 
     from raycompo.plugins import spec_of
 
-    in_use = []
-    for kind, cls in (("task", task_cls), ("algo", algo_cls)):
-        spec = spec_of(cls, "task" if kind == "task" else "algorithm")
-        in_use.append((kind, cls.name if spec == cls.name else f"{cls.name} ({spec})", cls))
-    setting_owners(*in_use)  # collisions are errors, plugins' too
     task_keys, algo_keys = set(names(task_cls.Settings)), set(names(algo_cls.Settings))
+    # A key of both the task and the algorithm of this run would make one `--set` change
+    # both silently; a key that only other tasks or algorithms use is no collision.
+    both = sorted(task_keys & algo_keys)
+    if both:
+        owner = {kind: cls.name if spec == cls.name else f"{cls.name} ({spec})"
+                 for kind, cls, spec in (("task", task_cls, spec_of(task_cls, "task")),
+                                         ("algo", algo_cls, spec_of(algo_cls, "algorithm")))}
+        raise ConfigError(
+            f"setting {both[0]!r} is declared by task {owner['task']} and by algo {owner['algo']}: rename one of "
+            "them (the task's and the algorithm's settings share the --set namespace)"
+        )
     out: dict[str, Any] = {}
     for key, value in settings.items():
         prefix, _, bare = key.rpartition(".")
@@ -195,6 +203,17 @@ def tasks_that_fit(algo_cls: type, task_cls: type) -> str:
     return f". Tasks that fit: {', '.join(fits)}"
 
 
+_INT, _NUMBER = Arg(("int",)), Arg(("number",))
+FIELD_TYPES = {
+    "task": Arg(("str",)), "algo": Arg(("str",)), "rounds": _INT, "seed": _INT, "settings": Arg(("mapping",)),
+    "backend": Arg(("str",)), "clients_per_actor": Arg(("int",), none=True), "cpus_per_actor": _NUMBER,
+    "gpus_per_actor": _NUMBER, "eval_every": _INT, "data_dir": Arg(("str",), none=True), "host_timeout_s": _NUMBER,
+    "eval_clients": Arg(("int",), none=True), "state_memory_gb": Arg(("number",), none=True),
+    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER,
+}
+"""The type of each RunConfig field (raycompo.arguments), checked by `resolve`."""
+
+
 def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     """Look up the task and algorithm, check that they fit, and build their settings: the
     task's paper defaults for algorithm settings first, then the user's overrides.
@@ -204,9 +223,12 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     some tasks only know from their data), e.g. to validate a sweep before any data loads."""
     from raycompo.plugins import load
 
+    # Types first (a config.json read from disk is untrusted); the ranges below say the same
+    # as the command line's checks.
+    check("the run's configuration", dataclasses.asdict(cfg), FIELD_TYPES)
     require(cfg.rounds >= 1, f"rounds must be >= 1, got {cfg.rounds}")
     require(cfg.backend in BACKENDS, f"unknown backend {cfg.backend!r}; choose one of: {', '.join(BACKENDS)}")
-    require(cfg.clients_per_actor is None or cfg.clients_per_actor >= 1, "clients_per_actor must be >= 1")
+    require(cfg.clients_per_actor is None or cfg.clients_per_actor >= 1, f"clients_per_actor must be >= 1, got {cfg.clients_per_actor}")
     require(cfg.cpus_per_actor > 0, f"cpus_per_actor must be > 0, got {cfg.cpus_per_actor}")
     require(cfg.gpus_per_actor >= 0, f"gpus_per_actor must be >= 0, got {cfg.gpus_per_actor}")
     require(cfg.eval_every >= 1, f"eval_every must be >= 1, got {cfg.eval_every}")

@@ -2,6 +2,7 @@
 
     ray start --head --metrics-export-port=8080
     python -m raycompo.grafana          # copies the dashboard next to Ray's own
+    python -m raycompo.grafana --check http://127.0.0.1:9090   # its queries, at a Prometheus
 
 The dashboard (raycompo/dashboards/raycompo_grafana_dashboard.json, shipped in the
 package) draws the `ray_raycompo_*` metrics of raycompo/engine/ray_metrics.py: the round,
@@ -22,10 +23,15 @@ install there once, and it stays across restarts.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
+import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DASHBOARD = Path(__file__).parent / "dashboards" / "raycompo_grafana_dashboard.json"
 ENV_DIR = "RAY_METRICS_GRAFANA_DASHBOARD_OUTPUT_DIR"
@@ -53,6 +59,111 @@ def install(folder: str | Path | None = None) -> Path:
     return dest
 
 
+# --- the panel's queries, as Grafana sends them to Prometheus ---------------------------------
+GRAFANA_REGEX_SPECIALS = "\\^$*+?.()|[]{}"
+"""What Grafana's Prometheus data source escapes in a variable's value used in `=~`."""
+
+
+@dataclass(frozen=True)
+class Query:
+    """One target of the dashboard: its panel's title, the PromQL as written, and the
+    PromQL Prometheus receives once the variables are substituted."""
+
+    panel: str
+    expr: str
+    promql: str
+
+
+def load_dashboard(path: str | Path = DASHBOARD) -> dict[str, Any]:
+    """The dashboard's JSON as a dict."""
+    return json.loads(Path(path).read_text())
+
+
+def variables(dashboard: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """The dashboard's query variables: name -> (metric, label) of their
+    `label_values(metric, label)` query (the data source variable is left out)."""
+    out = {}
+    for var in dashboard.get("templating", {}).get("list", []):
+        query = var.get("query")
+        text = query.get("query", "") if isinstance(query, dict) else str(query or "")
+        m = re.fullmatch(r"\s*label_values\(\s*([A-Za-z_:][\w:]*)\s*,\s*(\w+)\s*\)\s*", text)
+        if var.get("type") == "query" and m:
+            out[var["name"]] = (m.group(1), m.group(2))
+    return out
+
+
+def rate_interval(scrape_s: float, range_s: float, points: int = 1000) -> tuple[str, str]:
+    """Grafana's ($__interval, $__rate_interval) for a time range of `range_s` seconds drawn
+    with about `points` points, against a data source scraped every `scrape_s` seconds:
+    $__interval = max(range / points, scrape), $__rate_interval = max($__interval + scrape,
+    4 * scrape)."""
+    interval = max(range_s / points, scrape_s)
+    return f"{math.ceil(interval)}s", f"{math.ceil(max(interval + scrape_s, 4 * scrape_s))}s"
+
+
+def grafana_regex(values: list[str]) -> str:
+    """A multi-value variable as Grafana writes it into `label=~"..."`: each value escaped,
+    several joined as (a|b)."""
+    escaped = ["".join("\\" + ch if ch in GRAFANA_REGEX_SPECIALS else ch for ch in v) for v in values]
+    return escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
+
+
+def queries(dashboard: dict[str, Any], chosen: dict[str, list[str] | None], scrape_s: float,
+            range_s: float) -> list[Query]:
+    """Every target of every panel with the variables substituted as Grafana does:
+    `chosen[name]` the selected values (None: 'All', the variable's allValue), and
+    $__interval / $__rate_interval from `rate_interval`."""
+    interval, rate = rate_interval(scrape_s, range_s)
+    allowed = {v["name"]: v.get("allValue", ".*") for v in dashboard.get("templating", {}).get("list", [])}
+    out = []
+    for panel in dashboard.get("panels", []):
+        for target in panel.get("targets", []):
+            expr = target.get("expr", "")
+            promql = expr.replace("$__rate_interval", rate).replace("$__interval", interval)
+            for name in sorted(chosen, key=len, reverse=True):  # $task before $t
+                values = chosen[name]
+                text = allowed.get(name, ".*") if values is None else grafana_regex(values)
+                promql = promql.replace("${" + name + "}", text).replace("$" + name, text)
+            out.append(Query(panel.get("title", ""), expr, promql))
+    return out
+
+
+def prometheus_get(url: str, path: str, params: dict[str, str], timeout: float = 10.0) -> Any:
+    """GET `path` of the Prometheus HTTP API at `url`; its `data` (a RuntimeError with
+    Prometheus's error otherwise)."""
+    import urllib.parse
+    import urllib.request
+
+    full = url.rstrip("/") + path + "?" + urllib.parse.urlencode(params)
+    with urllib.request.urlopen(full, timeout=timeout) as reply:
+        body = json.loads(reply.read().decode())
+    if body.get("status") != "success":
+        raise RuntimeError(f"{full}: {body.get('errorType')}: {body.get('error')}")
+    return body["data"]
+
+
+def check_prometheus(url: str, *, scrape_s: float = 15.0, range_s: float = 1800.0,
+                     timeout: float = 10.0) -> list[tuple[Query, int]]:
+    """Evaluate every query of the shipped panel at the Prometheus at `url` (its
+    /api/v1/query), once with each variable at 'All' and once per run there (each
+    combination of the variables' labels on their metric's series, as picking that run in
+    Grafana's menus would). Returns (query, number of series answered)."""
+    dash = load_dashboard()
+    names = variables(dash)
+    runs: set[tuple[str, ...]] = set()
+    for metric in {metric for metric, _ in names.values()}:
+        for series in prometheus_get(url, "/api/v1/series", {"match[]": metric}, timeout):
+            runs.add(tuple(series.get(label, "") for _, label in names.values()))
+    choices: list[dict[str, list[str] | None]] = [{name: None for name in names}]
+    choices += [{name: [value] for name, value in zip(names, run)} for run in sorted(runs)]
+    out = []
+    for chosen in choices:
+        for q in queries(dash, chosen, scrape_s, range_s):
+            data = prometheus_get(url, "/api/v1/query", {"query": q.promql}, timeout)
+            out.append((q, len(data.get("result", []))))
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.grafana", description=__doc__,
@@ -61,7 +172,25 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "session's grafana/dashboards)")
     p.add_argument("--temp-dir", default=None, help="Ray's temp dir, when `ray start --temp-dir` moved it")
     p.add_argument("--print-path", action="store_true", help="print the packaged dashboard's path and exit")
+    p.add_argument("--check", metavar="PROMETHEUS_URL", default=None,
+                   help="instead of installing: evaluate every query of the panel at this Prometheus (e.g. "
+                        "http://127.0.0.1:9090), for 'All' and for each run there; exit 1 if one answers nothing")
+    p.add_argument("--scrape-interval", type=float, default=15.0, metavar="S",
+                   help="--check: the scrape interval Grafana's data source assumes (default 15 s, Grafana's)")
     return p
+
+
+def report(url: str, scrape_s: float) -> int:
+    """`--check`: one line per query and choice of the variables; 0 when each answered."""
+    results = check_prometheus(url, scrape_s=scrape_s)
+    for q, n in results:
+        print(f"{n:4d} series  {q.panel}: {q.promql}")
+    empty = [q for q, n in results if n == 0]
+    if empty:
+        print(f"{len(empty)} of {len(results)} queries answered nothing", file=sys.stderr)
+        return 1
+    print(f"all {len(results)} queries answered")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from raycompo.errors import RaycompoError
 
+    if args.check:
+        try:
+            return report(args.check, args.scrape_interval)
+        except (OSError, RuntimeError, ValueError) as exc:
+            print(f"error: cannot query the Prometheus at {args.check}: {exc}", file=sys.stderr)
+            return 2
     try:
         dest = install(args.dir or (dashboards_dir(args.temp_dir) if args.temp_dir else None))
     except (RaycompoError, OSError) as exc:

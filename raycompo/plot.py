@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raycompo.arguments import Arg, check
 from raycompo.cost_axes import COST_AXES, COST_LABELS, cost, missing_columns, where_from
 from raycompo.errors import ConfigError, RaycompoError
 
@@ -275,6 +276,14 @@ def curve(line: Line, metric: str, x: str):
 # --- drawing -----------------------------------------------------------------------------------
 
 
+PLOT_ARGS = {
+    "sources": Arg(("path", "paths")), "metric": Arg(("str",), none=True), "x": Arg(("choice",), choices=tuple(X_LABELS)),
+    "out": Arg(("path",), none=True), "title": Arg(("text",), none=True), "all_trials": Arg(("bool",)),
+    "log": Arg(("bool",), none=True),
+}
+"""What `plot` accepts (raycompo.arguments)."""
+
+
 def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, *, x: str = "round",
          out: str | Path | None = None, title: str | None = None, all_trials: bool = False,
          log: bool | None = None):
@@ -284,8 +293,7 @@ def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, 
     95% CI band) per algorithm and settings. Returns the Figure; writes it to `out` (.png,
     .pdf, .svg) when given. Raises ConfigError on bad input, e.g. a run without the
     columns of `x`."""
-    if x not in X_LABELS:
-        raise ConfigError(f"--x must be one of: {', '.join(X_LABELS)}; got {x!r}")
+    check("raycompo.plot", locals(), PLOT_ARGS)
     runs = read_sources(sources, all_trials=all_trials)
     if not runs:
         raise ConfigError(f"{', '.join(map(str, [sources] if isinstance(sources, (str, Path)) else sources))}: "

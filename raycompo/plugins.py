@@ -18,14 +18,17 @@ installed on every node); a class from a user's file or from a package that is n
 installed (the user's own folder) is registered with cloudpickle to be pickled *by
 value*, so its code travels with the run to every worker on every node, as classes from
 ``__main__`` or a notebook always do. A plugin's helper modules travel with it when they
-belong to the same package (the whole top-level package is registered); a plain file's
-imports of other files of the user's must be installed, or shipped with Ray's
-``runtime_env`` (``py_modules``).
+belong to the same package (the whole top-level package is registered). A plugin file's
+own folder is put on `sys.path` (as Python does for a script), so it may import the
+user's other files there (``from my_base import Base``); each module of that folder it
+imports is registered by value too. A module imported only later, inside a function run
+on a worker, does not travel: install it, or import it at the top of the file.
 
 Every spec is recorded as a string (`spec_of`) in config.json and checkpoints, so a run
-can be resumed: a file is recorded by its absolute path. A class defined in ``__main__``
-or a notebook is recorded as ``__main__:Name``; it can be found again only in the same
-process (or by passing the class again).
+can be resumed: a file is recorded by its absolute path; a class made by a function (e.g.
+`raycompo.task_from_arrays`) by the module-level name bound to it, where there is one. A
+class defined in ``__main__`` or a notebook is recorded as ``__main__:Name``; it can be
+found again only in the same process, or by passing the class again (`session_only`).
 """
 
 from __future__ import annotations
@@ -166,6 +169,11 @@ def load(kind: str, spec: str | type, base_dir: str | Path | None = None) -> typ
         module = import_file(path)
         cls = _get_class(module, attr, kind, str(path))
         _SPECS.setdefault(cls, f"{path}:{attr}")  # recorded by its absolute path
+    elif session_only(spec):
+        try:
+            cls = _import_attr(spec, kind, "spec")
+        except ConfigError:
+            raise session_class_error(kind, spec) from None
     else:
         cls = _import_attr(spec, kind, "spec")
     _check_class(cls, base, kind, spec)
@@ -191,11 +199,46 @@ def spec_of(cls: type, kind: str) -> str:
             return name
     module = sys.modules.get(cls.__module__)
     path = getattr(module, "__raycompo_file__", None)
-    spec = f"{path}:{cls.__qualname__}" if path else f"{cls.__module__}:{cls.__qualname__}"
+    qualname = _bound_name(module, cls) or cls.__qualname__
+    spec = f"{path}:{qualname}" if path else f"{cls.__module__}:{qualname}"
     if module is not None and path is None:
         ship(module)
     _note(kind, spec, cls)
     return spec
+
+
+def _bound_name(module: ModuleType | None, cls: type) -> str | None:
+    """For a class made inside a function (e.g. `MyTask = raycompo.task_from_arrays(...)`
+    at the top of a module), the module-level name bound to it: importing the module again
+    makes it again, so 'module:MyTask' resolves where 'module:f.<locals>.Cls' cannot."""
+    if module is None or "<locals>" not in cls.__qualname__:
+        return None
+    return next((name for name, value in vars(module).items() if value is cls and not name.startswith("_")), None)
+
+
+SESSION_MODULES = ("__main__", "__raycompo_user__")
+"""Modules whose classes only the process that made them can find by name: a script's or
+a notebook's `__main__`, and the module of a class made from inside raycompo
+(tasks.from_data.OUTSIDE_MODULE)."""
+
+
+def session_only(spec: str) -> bool:
+    """True when `spec` names a class that only the Python session that made it can find:
+    one of `__main__` (a notebook, a script) or one made inside a function and bound to no
+    module-level name ('<locals>' in its name, e.g. from `task_from_arrays`)."""
+    module, _, qualname = spec.rpartition(":")
+    return bool(module) and (module in SESSION_MODULES or "<locals>" in qualname)
+
+
+def session_class_error(kind: str, spec: str) -> ConfigError:
+    """The error for a `session_only` spec that this process cannot find."""
+    arg = "task" if kind == "task" else "algo"
+    return ConfigError(
+        f"the {kind} {spec!r} is a class of the Python session that started the run (a notebook, a script's "
+        f"__main__, or a class made inside a function such as task_from_arrays), and a new process cannot find "
+        f"it by name. Resume it from Python with the class again: raycompo.resume(out, {arg}=TheClass); or define "
+        f"it at the top of a module (MyTask = raycompo.task_from_arrays(...)) and run that module's class"
+    )
 
 
 def remember(classes: dict[tuple[str, str], type]) -> None:
@@ -238,6 +281,10 @@ def import_file(path: Path) -> ModuleType:
         raise ConfigError(f"cannot import {path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     module.__raycompo_file__ = str(path)  # type: ignore[attr-defined]
+    before = set(sys.modules)
+    folder = str(path.parent)
+    if folder not in sys.path:  # its own folder importable, as Python does for a script
+        sys.path.insert(0, folder)
     sys.modules[name] = module  # before running it: dataclasses and pickling look it up
     try:
         spec.loader.exec_module(module)
@@ -245,7 +292,28 @@ def import_file(path: Path) -> ModuleType:
         del sys.modules[name]
         raise ConfigError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     ship(module)
+    for helper in _helpers(module, path.parent, set(sys.modules) - before):
+        ship(helper)  # the user's files it imports travel with it to the Ray workers
     return module
+
+
+def _helpers(module: ModuleType, folder: Path, new: set[str]) -> list[ModuleType]:
+    """The modules of the user's folder `folder` that the plugin file `module` imported:
+    those its import added to sys.modules, and those its names come from (a notebook may
+    have imported them before), when their file is under `folder`."""
+    found = [sys.modules[n] for n in new if n in sys.modules]
+    for value in vars(module).values():
+        owner = value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+        if owner is not None:
+            found.append(owner)
+    out = []
+    for m in found:
+        file = getattr(m, "__file__", None)
+        if m is module or not file or m.__name__.split(".")[0] == "raycompo" or _installed(m):
+            continue
+        if Path(file).resolve().is_relative_to(folder) and m not in out:
+            out.append(m)
+    return out
 
 
 def ship(module: ModuleType) -> None:

@@ -238,10 +238,20 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
     if rounds is not None:
         new.rounds = rounds
     done = stored.get("rounds_done", 0)
-    if stored.get("status") == "completed" and isinstance(done, int) and new.rounds <= done:
-        raise ConfigError(f"{folder} is already completed ({done} rounds); pass --rounds N (rounds=N) with "
-                          f"N > {done} to run more")
+    if stored.get("status") == "completed" and isinstance(done, int) and new.rounds < done:
+        raise ConfigError(f"{folder} is already completed ({done} rounds), and a run cannot be cut to "
+                          f"{new.rounds} rounds; pass --rounds N (rounds=N) with N > {done} to run more, or start "
+                          "a new run in another folder (--out)")
     return new
+
+
+def finished(folder: str | Path, rounds: int) -> dict[str, Any] | None:
+    """config.json of the run in `folder` when it is completed with exactly `rounds` rounds
+    done (a resume has nothing left to do, as Ray Tune's restore of a finished experiment);
+    None otherwise."""
+    stored = read_config(folder)
+    done = stored.get("rounds_done")
+    return stored if stored.get("status") == "completed" and done == rounds else None
 
 
 DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients")

@@ -37,7 +37,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="task/algorithm settings, e.g. lr=0.01 gamma=0.2 tau=5 (see --list)")
-    p.add_argument("--backend", choices=BACKENDS, default="ray")
+    p.add_argument("--backend", choices=BACKENDS, default="ray",
+                   help="ray (default here: client hosts as Ray actors) or inline (one process, the reference; the "
+                        "default of raycompo.run() in Python, which starts no cluster; same rows to 1e-6)")
     p.add_argument("--clients-per-actor", type=int, default=None, help="clients hosted by one Ray actor (default: spread over the CPUs)")
     p.add_argument("--cpus-per-actor", type=float, default=1.0)
     p.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPU fraction per host actor, e.g. 0.25")
@@ -131,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue the run in DIR (interrupted, failed or killed) from its last checkpoint; "
                         "its settings come from DIR/config.json: --rounds may change the total (not below the "
-                        "checkpoint), placement options apply, options that define the run must repeat its values")
+                        "checkpoint), placement options apply, options that define the run must repeat its values; "
+                        "a completed run with no more rounds asked for has nothing left to do (exit 0)")
     p.add_argument("--checkpoint-every", type=int, default=None, metavar="K",
                    help="checkpoint every K rounds and at the end (default 10)")
     p.add_argument("--max-failures", type=int, default=3,
@@ -167,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from raycompo.engine import run
     from raycompo.engine.signals import exit_code
+    from raycompo.results import finished
 
     out = args.out
     try:
@@ -182,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         if args.resume:
             cfg, out = resume_config(args, sys.argv[1:] if argv is None else argv)
+            if finished(out, cfg.rounds) is not None:
+                print(f"nothing left to do: {out} is already completed ({cfg.rounds} rounds); "
+                      f"pass --rounds N with N > {cfg.rounds} to run more")
+                return 0
         else:
             cfg = config_from_args(args)
         metric = resolve(cfg).task_cls.default_metric[0].removesuffix("_worst")

@@ -74,7 +74,7 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
     if value is None:
         if is_union and type(None) in typing.get_args(annotation) or annotation is Any:
             return None
-        raise ConfigError(f"setting {name}=None is not a valid {getattr(target, '__name__', target)}: {name} cannot be none")
+        raise ConfigError(f"setting {name}=None is not a valid {getattr(target, '__name__', target)}; give {name} a value of that type")
     if isinstance(value, bool) and target in (int, float):
         raise ConfigError(f"setting {name}={value!r} is not a valid {target.__name__}: a boolean is not a number")
     try:

@@ -92,3 +92,11 @@ def test_rank_at_sim_time_needs_a_simulated_system(tmp_path):
     with pytest.raises(ConfigError, match=r"--rank-at sim_time .*--system PROFILE"):
         prepare(SweepOptions(space="dro", rank_at="sim_time", out=str(tmp_path / "s")))
     assert not (tmp_path / "s").exists()  # checked before anything is written
+
+
+def test_the_python_api_refuses_an_unknown_rank_at_before_anything_runs(tmp_path):
+    import raycompo
+
+    with pytest.raises(ConfigError, match=r"rank_at must be .*samples.*got 'rounds'"):
+        raycompo.tune("dro", rank_at="rounds", out=tmp_path / "s")
+    assert not (tmp_path / "s").exists()

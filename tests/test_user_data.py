@@ -201,11 +201,11 @@ def test_settings_default_to_the_call_and_are_overridden_like_any_setting():
 X, Y = blobs(60)
 
 BAD_ARRAYS = [
-    (dict(x=X, y=Y[:-1]), "the features have 60 samples, the labels 59"),
+    (dict(x=X, y=Y[:-1]), "the data \\(x, y\\) holds 60 samples of features but 59 labels"),
     (dict(x=X, y=Y.astype(float)), "integer class labels"),
-    (dict(x=X, y=np.where(Y == 0, -1, Y)), "negative labels"),
-    (dict(x=X, y=Y, num_classes=3), "label 3, but num_classes is 3"),
-    (dict(x=np.where(np.arange(60)[:, None] == 7, np.nan, X), y=Y), "non-finite features.*row 7"),
+    (dict(x=X, y=np.where(Y == 0, -1, Y)), "y: a label is negative"),
+    (dict(x=X, y=Y, num_classes=3), "y: the largest label is 3, but num_classes is 3"),
+    (dict(x=np.where(np.arange(60)[:, None] == 7, np.nan, X), y=Y), "x: 1 sample.s. hold NaN or infinite values .e.g. row 7"),
     (dict(x=X, y=Y, n_clients=61), "too few samples: 60 samples for 61 clients"),
     (dict(x=X, y=Y, model="resnet"), "unknown model 'resnet'; choose one of: logistic, mlp"),
     (dict(x=X, y=Y, model=torch.nn.Linear(6, 4)), "not a module instance"),
@@ -229,14 +229,14 @@ def test_bad_arrays_are_refused_by_name(kwargs, message):
 
 BAD_CLIENTS = [
     (dict(clients=[]), "non-empty list of"),
-    (dict(clients=[(X[:10], Y[:10]), (X[:0], Y[:0])]), "client 1 is empty"),
-    (dict(clients=[(X[:10], Y[:10]), (X[:5], Y[:4])]), "client 1: the features have 5 samples"),
+    (dict(clients=[(X[:10], Y[:10]), (X[:0], Y[:0])]), "client 1 holds no samples"),
+    (dict(clients=[(X[:10], Y[:10]), (X[:5], Y[:4])]), "client 1 holds 5 samples of features but 4 labels"),
     (dict(clients=[(X[:10], Y[:10]), X[:10]]), r"client 1 must be an \(x, y\) pair"),
     (dict(clients=[(X[:10], Y[:10]), (X[:5, :2], Y[:5])]), "client 1 has samples of shape"),
     (dict(clients=[(X[:10], Y[:10]), (X[:1], Y[:1])]), "client 1 has 1 sample"),
     (dict(clients=[(X[:10], Y[:10])] * 2, val=[(X[:3], Y[:3])]), "one .x_val, y_val. pair per client: 2 clients, got 1"),
-    (dict(clients=[(X[:10], Y[:10])] * 2, val=[(X[:3], Y[:3]), (X[:0], Y[:0])]), "validation data of client 1 is empty"),
-    (dict(clients=[(X[:10], Y[:10] + 5)], num_classes=6), "client 0's labels has label"),
+    (dict(clients=[(X[:10], Y[:10])] * 2, val=[(X[:3], Y[:3]), (X[:0], Y[:0])]), "validation data of client 1 holds no samples"),
+    (dict(clients=[(X[:10], Y[:10] + 5)], num_classes=6), "client 0's labels: the largest label is"),
 ]
 
 

@@ -235,11 +235,12 @@ def partition_indices(
     if "num_classes" in inspect.signature(fn).parameters:
         params = {**params, "num_classes": num_classes}
     parts = [np.asarray(p, dtype=np.int64) for p in fn(labels, n_clients, rng, **params)]
-    require(len(parts) == n_clients, f"partitioner {name!r} made {len(parts)} parts for {n_clients} clients")
+    require(len(parts) == n_clients, f"partitioner {name!r} made {len(parts)} parts for {n_clients} clients; "
+                                           "it must return one array of sample indices per client")
     for cid, p in enumerate(parts):
         require(len(p) > 0, f"partitioner {name!r} left client {cid} with no samples; lower n_clients or change its parameters")
     every = np.concatenate(parts)
-    require(len(np.unique(every)) == len(every), f"partitioner {name!r} gave a sample to two clients")
+    require(len(np.unique(every)) == len(every), f"partitioner {name!r} gave a sample to two clients; each sample goes to one client at most")
     return parts
 
 

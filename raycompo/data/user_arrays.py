@@ -42,8 +42,8 @@ def as_features(x, what: str = "x") -> torch.Tensor:
     if bad.any():
         rows = bad.nonzero().flatten()
         raise ConfigError(
-            f"{what} has non-finite features (NaN or inf) in {len(rows)} sample(s), "
-            f"e.g. row {int(rows[0])}; clean or impute them first"
+            f"{what}: {len(rows)} sample(s) hold NaN or infinite values (e.g. row {int(rows[0])}); "
+            "clean or impute them first"
         )
     return t
 
@@ -59,18 +59,20 @@ def as_labels(y, what: str = "y") -> torch.Tensor:
     require(a.ndim == 1, f"{what} must be one-dimensional (samples,), got shape {a.shape}")
     t = torch.tensor(a.astype(np.int64))
     if len(t) and int(t.min()) < 0:
-        raise ConfigError(f"{what} has negative labels (min {int(t.min())}); labels must be 0..C-1")
+        raise ConfigError(f"{what}: a label is negative (the smallest is {int(t.min())}); labels must be 0..C-1")
     return t
 
 
-def checked_pair(x, y, what: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(features, labels) of one data set, of equal lengths and not empty."""
-    xt, yt = as_features(x, f"{what} features"), as_labels(y, f"{what} labels")
+def checked_pair(x, y, what: str, x_name: str, y_name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(features, labels) of one data set `what` (e.g. 'the data (x, y)'), of equal lengths
+    and not empty; `x_name` / `y_name` name each array as the caller knows it ('x',
+    "client 3's features") in the messages."""
+    xt, yt = as_features(x, x_name), as_labels(y, y_name)
     require(
         len(xt) == len(yt),
-        f"{what}: the features have {len(xt)} samples, the labels {len(yt)}; they must match",
+        f"{what} holds {len(xt)} samples of features but {len(yt)} labels; give one label per sample",
     )
-    require(len(yt) > 0, f"{what} is empty")
+    require(len(yt) > 0, f"{what} holds no samples")
     return xt, yt
 
 
@@ -78,7 +80,7 @@ def check_label_range(y: torch.Tensor, num_classes: int, what: str) -> None:
     """Every label below num_classes."""
     if len(y) and int(y.max()) >= num_classes:
         raise ConfigError(
-            f"{what} has label {int(y.max())}, but num_classes is {num_classes}; "
+            f"{what}: the largest label is {int(y.max())}, but num_classes is {num_classes}; "
             f"labels must be 0..{num_classes - 1} (raise num_classes or fix the labels)"
         )
 

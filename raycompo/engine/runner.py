@@ -196,8 +196,9 @@ def run(
             if address:
                 memory.check(resolved, True, placement=plan, available=memory.available_cluster(),
                              where="in the Ray cluster (its memory resource)")
+            config["placement"] = plan.record()  # in the result with or without a folder
             if writer is not None:
-                writer.record(placement=plan.record())
+                writer.record(placement=config["placement"])
         with interruptible():
             # Every actor failure, wherever it happens (starting the driver and hosts,
             # restoring the checkpoint, the rounds), counts once and restarts from the last

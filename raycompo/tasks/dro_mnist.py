@@ -63,7 +63,7 @@ class DroMnistSettings:
 
     def validate(self) -> None:
         require(self.n_clients >= 2, f"n_clients must be >= 2, got {self.n_clients}")
-        require(self.big_client_size >= 1 and self.small_client_size >= 1, "client sizes must be >= 1")
+        require(self.big_client_size >= 1 and self.small_client_size >= 1, f"big_client_size and small_client_size must be >= 1, got {self.big_client_size} and {self.small_client_size}")
         require(self.val_per_client >= 1, f"val_per_client must be >= 1, got {self.val_per_client}")
         require(self.val_split in VAL_SPLITS, f"val_split must be one of {', '.join(VAL_SPLITS)}, got {self.val_split!r}")
 

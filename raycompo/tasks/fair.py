@@ -110,7 +110,8 @@ class FairSynthSettings(FairSettings):
     def validate(self) -> None:
         super().validate()
         require(self.synth_train >= self.n_clients and self.synth_test >= self.n_clients,
-                f"synth_train and synth_test must be >= n_clients ({self.n_clients})")
+                f"synth_train and synth_test must be >= n_clients ({self.n_clients}), got {self.synth_train} and "
+                f"{self.synth_test}")
         require(self.synth_features >= 1, f"synth_features must be >= 1, got {self.synth_features}")
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from raycompo.arguments import Arg, check
 from raycompo.data.partitioners import check_params
 from raycompo.data.user_arrays import check_label_range, checked_pair, data_sha256
 from raycompo.errors import ConfigError
@@ -37,6 +38,16 @@ OUTSIDE_MODULE = "__raycompo_user__"
 
 ModelSpec = str | Callable[[], nn.Module]
 LossFn = Callable[..., torch.Tensor]
+
+
+COMMON_ARGS = {
+    "val_fraction": Arg(("number",), above=0, below=1), "loss": Arg(("callable",), none=True),
+    "num_classes": Arg(("int",), at_least=2, none=True), "name": Arg(("str",)),
+    "partition_seed": Arg(("int",), at_least=0, none=True),
+}
+"""What `task_from_arrays` and `task_from_clients` accept besides the data (raycompo.arguments);
+`model` is checked by building it (`user_spec.check_model`)."""
+ARRAYS_ARGS = {**COMMON_ARGS, "n_clients": Arg(("int",), at_least=1), "partition": Arg(("str",))}
 
 
 def _caller_module(depth: int = 2) -> str:
@@ -126,11 +137,14 @@ def task_from_arrays(
     num_classes: None = the largest label + 1.
     Raises ConfigError naming the problem (bad arrays, unknown names, too few samples)."""
     owner, module = "task_from_arrays", _caller_module()
-    xt, yt = checked_pair(x, y, "the data (x, y)")
+    a = check("raycompo.task_from_arrays", locals(), ARRAYS_ARGS)
+    n_clients, val_fraction, num_classes, partition_seed = (a["n_clients"], a["val_fraction"], a["num_classes"],
+                                                            a["partition_seed"])
+    xt, yt = checked_pair(x, y, "the data (x, y)", "x", "y")
     require((x_val is None) == (y_val is None), "give both x_val and y_val, or neither")
     val = None
     if x_val is not None:
-        val = checked_pair(x_val, y_val, "the validation data (x_val, y_val)")
+        val = checked_pair(x_val, y_val, "the validation data (x_val, y_val)", "x_val", "y_val")
         require(
             val[0].shape[1:] == xt.shape[1:],
             f"x_val has samples of shape {tuple(val[0].shape[1:])}, x of shape {tuple(xt.shape[1:])}",
@@ -181,6 +195,8 @@ def task_from_clients(
     `partition_seed`). model, loss, num_classes: as in `task_from_arrays`.
     Raises ConfigError naming the problem (bad arrays, an empty client, wrong lengths)."""
     owner, module = "task_from_clients", _caller_module()
+    a = check("raycompo.task_from_clients", locals(), COMMON_ARGS)
+    val_fraction, num_classes, partition_seed = a["val_fraction"], a["num_classes"], a["partition_seed"]
     require(
         isinstance(clients, Sequence) and len(clients) > 0,
         "clients must be a non-empty list of (x, y) pairs, one per client",
@@ -193,7 +209,7 @@ def task_from_clients(
                 isinstance(item, (tuple, list)) and len(item) == 2,
                 f"{what} {i} must be an (x, y) pair, got {type(item).__name__}",
             )
-            out.append(checked_pair(item[0], item[1], f"{what} {i}"))
+            out.append(checked_pair(item[0], item[1], f"{what} {i}", f"{what} {i}'s features", f"{what} {i}'s labels"))
         return out
 
     data = pairs(clients, "client")

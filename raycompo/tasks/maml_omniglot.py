@@ -71,11 +71,12 @@ class OmniglotSettings:
 
     def validate(self) -> None:
         require(self.n_way >= 2, f"n_way must be >= 2, got {self.n_way}")
-        require(self.k_shot >= 1 and self.k_query >= 1, "k_shot and k_query must be >= 1")
+        require(self.k_shot >= 1 and self.k_query >= 1, f"k_shot and k_query must be >= 1, got {self.k_shot} and {self.k_query}")
         require(self.maml_inner_lr > 0, f"maml_inner_lr must be > 0, got {self.maml_inner_lr}")
         require(
             self.n_train_alphabets >= 1 and self.n_val_alphabets >= 1,
-            "n_train_alphabets and n_val_alphabets must be >= 1",
+            f"n_train_alphabets and n_val_alphabets must be >= 1, got {self.n_train_alphabets} and "
+            f"{self.n_val_alphabets}",
         )
         require(
             self.n_test_alphabets >= 0,
@@ -88,7 +89,7 @@ class OmniglotSettings:
         require(self.hidden >= 1, f"hidden must be >= 1, got {self.hidden}")
         require(
             self.eval_tasks >= 1 and self.eval_steps >= 0,
-            "eval_tasks must be >= 1 and eval_steps >= 0",
+            f"eval_tasks must be >= 1 and eval_steps >= 0, got {self.eval_tasks} and {self.eval_steps}",
         )
 
 

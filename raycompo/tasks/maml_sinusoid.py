@@ -72,7 +72,7 @@ class SinusoidSettings:
             1 <= self.n_clients <= 25,
             f"n_clients must be in [1, 25] (25 training tasks), got {self.n_clients}",
         )
-        require(self.k_shot >= 1 and self.k_query >= 1, "k_shot and k_query must be >= 1")
+        require(self.k_shot >= 1 and self.k_query >= 1, f"k_shot and k_query must be >= 1, got {self.k_shot} and {self.k_query}")
         require(self.maml_inner_lr > 0, f"maml_inner_lr must be > 0, got {self.maml_inner_lr}")
         require(self.hidden >= 1, f"hidden must be >= 1, got {self.hidden}")
         require(
@@ -81,7 +81,7 @@ class SinusoidSettings:
         )
         require(
             self.eval_query >= 1 and self.eval_steps >= 0,
-            "eval_query must be >= 1 and eval_steps >= 0",
+            f"eval_query must be >= 1 and eval_steps >= 0, got {self.eval_query} and {self.eval_steps}",
         )
 
 

@@ -43,8 +43,8 @@ class ToyCOSettings:
     """Initial value of every coordinate of x."""
 
     def validate(self) -> None:
-        require(self.n_clients >= 1 and self.dim >= 1 and self.samples >= 1, "n_clients, dim and samples must be >= 1")
-        require(self.spread >= 0 and self.noise >= 0, "spread and noise must be >= 0")
+        require(self.n_clients >= 1 and self.dim >= 1 and self.samples >= 1, f"n_clients, dim and samples must be >= 1, got {self.n_clients}, {self.dim} and {self.samples}")
+        require(self.spread >= 0 and self.noise >= 0, f"spread and noise must be >= 0, got {self.spread} and {self.noise}")
 
 
 @dataclass

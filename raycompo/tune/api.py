@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from raycompo.arguments import Arg, check, positive_int
 from raycompo.errors import ConfigError
 
 
@@ -35,6 +36,28 @@ class SweepResult:
         """Every round of every trial (metrics.parquet)."""
         path = self.out / "metrics.parquet"
         return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+
+
+def tune_arguments() -> dict[str, Arg]:
+    """What `tune` accepts, argument by argument (`raycompo.arguments`); the arguments it
+    shares with `raycompo.run` are checked as `run` checks them."""
+    from raycompo.api import run_arguments
+    from raycompo.cost_axes import COST_AXES
+    from raycompo.tune.sweep import SCHEDULERS, SEARCHES
+
+    shared = run_arguments()
+    return {
+        "space": Arg(("path", "mapping"), none=True), "search": Arg(("choice",), choices=SEARCHES),
+        "samples": positive_int(none=True), "rounds": positive_int(none=True), "metric": Arg(("str",), none=True),
+        "mode": Arg(("choice",), choices=("max", "min"), none=True), "algorithms": Arg(("strings",), none=True),
+        "hosts_per_trial": positive_int(), "driver_cpus": Arg(("number",), above=0, none=True),
+        "scheduler": Arg(("choice",), choices=SCHEDULERS), "max_concurrent": positive_int(none=True),
+        "seed": Arg(("int",), at_least=0, none=True), "resume": Arg(("path",), none=True),
+        "num_cpus": positive_int(none=True), "stop_after": positive_int(none=True), "quiet": Arg(("bool",)),
+        "rank_at": Arg(("choice",), choices=tuple(COST_AXES), none=True),
+        **{k: shared[k] for k in ("settings", "backend", "cpus_per_actor", "gpus_per_actor", "out", "address",
+                                  "tracker")},
+    }
 
 
 def tune(
@@ -88,9 +111,10 @@ def tune(
     from raycompo.tune.space import space_from_dict
     from raycompo.tune.sweep import SweepOptions, check_resources, ensure_ray, prepare, run_sweep
 
+    check("raycompo.tune", locals(), tune_arguments())
     trackers = check_trackers(tracker)
     if space is None and resume is None:
-        raise ConfigError("give a space (a name, a YAML path or a dict) or resume=FOLDER")
+        raise ConfigError("raycompo.tune needs a space (a name, a YAML path or a dict) or resume=FOLDER")
     parsed = space_from_dict(dict(space)) if isinstance(space, Mapping) else None
     opts = SweepOptions(
         space=str(space) if space is not None and parsed is None else (parsed.name if parsed else ""),

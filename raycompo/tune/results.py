@@ -47,7 +47,25 @@ TRIAL_COLUMNS = ("trial_id", "algorithm", "status", "settings")
 
 
 def command_line(cfg: dict[str, Any]) -> str:
-    """The `python -m raycompo.run` command that re-runs a trial's RunConfig."""
+    """The `python -m raycompo.run` command that re-runs a trial's RunConfig; for a task or
+    algorithm that only a Python session can make (`plugins.session_only`: a notebook's
+    class, one from task_from_arrays), the `raycompo.run(...)` call to make in that
+    session, with a comment naming the class to re-create."""
+    from raycompo.plugins import session_only
+
+    session = [(arg, cfg[arg]) for arg in ("task", "algo") if session_only(cfg[arg])]
+    if session:
+        names = {arg: _class_name(spec) for arg, spec in session}
+        args = [names.get(arg) or repr(cfg[arg]) for arg in ("task", "algo")]
+        kwargs = [f"{k}={cfg[k]!r}" for k in ("rounds", "seed", "backend")]
+        if cfg.get("eval_every", 1) != 1:
+            kwargs.append(f"eval_every={cfg['eval_every']!r}")
+        if cfg.get("data_dir"):
+            kwargs.append(f"data_dir={cfg['data_dir']!r}")
+        if cfg.get("settings"):
+            kwargs.append(f"settings={dict(cfg['settings'])!r}")
+        made = "; ".join(f"{names[arg]} = the {arg} class of your session ({spec})" for arg, spec in session)
+        return f"raycompo.run({', '.join(args + kwargs)})  # in Python, where {made}"
     parts = ["python", "-m", "raycompo.run", "--task", cfg["task"], "--algo", cfg["algo"], "--rounds", str(cfg["rounds"]),
              "--seed", str(cfg["seed"]), "--backend", cfg["backend"]]
     if cfg.get("eval_every", 1) != 1:
@@ -57,6 +75,11 @@ def command_line(cfg: dict[str, Any]) -> str:
     if cfg.get("settings"):
         parts += ["--set"] + [f"{k}={v}" for k, v in cfg["settings"].items()]
     return " ".join(shlex.quote(p) for p in parts)
+
+
+def _class_name(spec: str) -> str:
+    """'MyTask' for '__main__:MyTask'; 'ArraysTask' for 'mod:task_from_arrays.<locals>.ArraysTask'."""
+    return spec.rpartition(":")[2].rpartition(".")[2] or "TheClass"
 
 
 def _clean(v: Any) -> Any:

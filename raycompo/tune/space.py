@@ -255,7 +255,8 @@ def validate(space: Space, *, full: bool = False, data_dir: str | None = None, a
             raise ConfigError(f"space {space.name} has no algorithm {algo!r}; it has: {', '.join(space.algorithms)}")
         n = space.grid_size(algo)
         if n > MAX_GRID:
-            raise ConfigError(f"space {space.name}: algorithm {algo} has a grid of {n} points (> {MAX_GRID})")
+            raise ConfigError(f"space {space.name}: algorithm {algo} has a grid of {n} points, more than the "
+                              f"{MAX_GRID} a grid search runs; give fewer values, or search with optuna")
         offline_ok = True
         for point in _check_points(space, algo):
             cfg = space.run_config(algo, point, full=full, data_dir=data_dir)
