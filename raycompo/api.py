@@ -117,7 +117,7 @@ def run(
         'inline', while `python -m raycompo.run` defaults to 'ray': a call from a notebook or
         a script starts no cluster (seconds saved per run) and gives the same rows as 'ray'
         to 1e-6 for the same seed; the command line is where experiments scale out.
-    out: a folder for config.json, metrics.csv and checkpoint.pt (None: nothing written);
+    out: a folder for config.json, metrics.csv, clients.csv and checkpoint.pt (None: nothing written);
         `overwrite` replaces a run already there.
     eval_every, eval_clients, clients_per_actor, cpus_per_actor, gpus_per_actor,
     checkpoint_every, max_failures, state_memory (GB), host_timeout (s), data_dir,
@@ -145,7 +145,8 @@ def run(
     Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns,
     with the cumulative cost columns samples, values_up, values_down, bytes_up,
     bytes_down and exchanges), `.costs` (the per-key breakdown, the run folder's
-    costs.csv), `.status` ('completed' or 'diverged'), `.config` (what config.json
+    costs.csv), `.clients` (every evaluated client's metrics, clients.csv's tidy rows),
+    `.status` ('completed' or 'diverged'), `.config` (what config.json
     holds), `.final` (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
     `raycompo.engine.signals.Interrupted` (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
     """

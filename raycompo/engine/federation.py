@@ -6,8 +6,9 @@ One round:
      server rule;
   2. every `eval_every` rounds every client evaluates the new global model on its data;
   3. the driver turns per-client metrics into a row: means over clients, the worst
-     client (lowest accuracy, highest loss), and the task's pooled metrics (e.g. rates
-     over all evaluated clients' data).
+     client (lowest accuracy, highest loss), the task's pooled metrics (e.g. rates
+     over all evaluated clients' data) and the spread over clients (std, percentiles);
+     the per-client values travel on with the row (raycompo/per_client.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.pools import Pool, make_pool
 from raycompo.errors import ConfigError
+from raycompo.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
 from raycompo.seeding import SERVER, generator
 from raycompo.system import System, make_system
 
@@ -182,6 +184,9 @@ class Federation:
             self.stop_checks.append(budget.reached)
         self._pool_factory = pool_factory or default_pool
         self.pool: Pool | None = None
+        self.client_columns: ClientColumns | None = None
+        """More per-client columns of clients.csv for the evaluated clients (set by a
+        simulated system: device, how often online, selected, dropped); None: none."""
         if start:
             self.start()
 
@@ -203,15 +208,32 @@ class Federation:
         return RoundCtx(self, self.round).sample(k, stream=EVAL_STREAM)
 
     def evaluate(self) -> dict[str, float]:
+        """The evaluated clients' metrics as row columns: means, worst client, pooled,
+        global, then the spread over clients."""
+        return self.evaluate_clients()[0]
+
+    def evaluate_clients(self) -> tuple[dict[str, float], ClientMetrics]:
+        """`evaluate`'s columns and the per-client values themselves (for clients.csv)."""
         assert self.pool is not None
         per_client = self.pool.map("evaluate", self.round, {c: 1 for c in self.eval_clients()}, {"w": self.w}, False)
+        clients = ClientMetrics.build(self.round, per_client,
+                                      self.client_columns(sorted(per_client)) if self.client_columns else None)
+        for metrics in per_client.values():
+            metrics.pop(N_SAMPLES_KEY, None)  # the engine's, not the task's: pooled_metrics never sees it
         row = summarize(per_client, self.task.worst)
         row.update(self.task.pooled_metrics(per_client))
         row.update(self.algorithm.global_metrics(RoundCtx(self, self.round), self.w, row))
-        return row
+        row.update(spread(per_client, self.task.worst))
+        return row, clients
+
+    def _evaluated(self) -> dict[str, Any]:
+        """`evaluate`'s columns and, under `CLIENTS_KEY`, the per-client values, which travel
+        with the row to the run loop (engine/loop.py hands them to the observers)."""
+        row, clients = self.evaluate_clients()
+        return {**row, CLIENTS_KEY: clients}
 
     def initial_row(self) -> dict[str, Any]:
-        return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
+        return {"round": 0, **self._evaluated(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
                 **self.cost_columns()}
 
     def cost_columns(self) -> dict[str, Any]:
@@ -233,7 +255,7 @@ class Federation:
         row: dict[str, Any] = {"round": self.round}
         finite = bool(torch.isfinite(self.w).all())
         if finite and (self.round % self.cfg.eval_every == 0 or self.round == self.cfg.rounds or stopped):
-            row.update(self.evaluate())
+            row.update(self._evaluated())
         row["round_time"] = round_time
         row["wall_time"] = self.elapsed
         row["diverged"] = not finite or any(
