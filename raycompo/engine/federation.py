@@ -171,9 +171,11 @@ class Federation:
         """The simulated system (raycompo/system/; `NoSystem` without --system): it chooses the
         cohorts, its clock hears every exchange (an `exchange_listeners` entry), it adds the
         columns sim_time, dropped, wasted_s."""
-        self.client_columns: Callable[[list[int]], dict[int, dict]] | None = (
+        self.client_columns: ClientColumns | None = (
             self.system.client_columns if isinstance(self.system, System) else None)
-        """With --system: {client id: its device and counters} for the clients asked (O(asked))."""
+        """More per-client columns of clients.csv for the evaluated clients: with --system,
+        {client id: its device and how often it was online, selected, dropped} for the
+        clients asked (O(asked)); None without."""
         if isinstance(self.system, System):
             self.exchange_listeners.append(self.system.on_exchange)
         self.stop_checks: list[Callable[[dict[str, Any]], str | None]] = []
@@ -184,9 +186,6 @@ class Federation:
             self.stop_checks.append(budget.reached)
         self._pool_factory = pool_factory or default_pool
         self.pool: Pool | None = None
-        self.client_columns: ClientColumns | None = None
-        """More per-client columns of clients.csv for the evaluated clients (set by a
-        simulated system: device, how often online, selected, dropped); None: none."""
         if start:
             self.start()
 
