@@ -7,6 +7,7 @@ and never read by the verdict: `verdict` sees the claim's own variants only."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from raycompo.cost_axes import COST_AXES, COST_LABELS, cost, missing_columns
 from raycompo.reproduce.runner import Job, command, read_config
 from raycompo.reproduce.spec import Better, Bound, Claim, Close, Variant
 from raycompo.stats import mean_ci, t_quantile
@@ -43,8 +45,58 @@ class Outcome:
         return any(column(c, metric) is not None for c in self.curves)
 
 
+REACH = re.compile(r"^reach:(?P<axis>[a-z_]+):(?P<metric>[A-Za-z0-9_]+)(?P<op>[<>])(?P<target>[-+0-9.eE]+)$")
+"""'reach:values:objective<0.5': the cost spent when the metric first crosses the target."""
+
+
+def reached(frame: pd.DataFrame, metric: str) -> float | None:
+    """The cost of the axis at the first evaluated round where the metric crosses the target
+    ('reach:<axis>:<metric><X>'); None if it never does (or the run lacks the columns)."""
+    m = REACH.match(metric)
+    if m is None or m["axis"] not in COST_AXES or missing_columns(frame.columns, m["axis"]):
+        return None
+    s = column(frame, m["metric"])
+    if s is None:
+        return None
+    target = float(m["target"])
+    hit = s[s < target] if m["op"] == "<" else s[s > target]
+    if not len(hit):
+        return None
+    spent = pd.Series(pd.to_numeric(cost(frame, m["axis"]), errors="coerce").to_numpy(), index=frame["round"])
+    return float(spent.loc[hit.index[0]])
+
+
+SLOPE = re.compile(r"^slope:(?P<axis>[a-z_]+):(?P<metric>[A-Za-z0-9_]+):(?P<eps>[-+0-9.eE,]+)$")
+"""'slope:values:grad_norm:0.3,0.1,0.03': the measured exponent a of cost(eps) ~ (1/eps)^a."""
+
+
+def slope(frame: pd.DataFrame, metric: str) -> float | None:
+    """The least-squares slope of log(cost to reach metric < eps) against log(1/eps) over the
+    listed eps ('slope:<axis>:<metric>:<e1>,<e2>,...'), the exponent a of a rate O(eps^-a);
+    None when fewer than two eps are reached."""
+    m = SLOPE.match(metric)
+    if m is None:
+        return None
+    points = []
+    for e in m["eps"].split(","):
+        c = reached(frame, f"reach:{m['axis']}:{m['metric']}<{e}")
+        if c is not None and c > 0:
+            points.append((math.log(1 / float(e)), math.log(c)))
+    if len(points) < 2 or len({x for x, _ in points}) < 2:
+        return None
+    x, y = np.array(points).T
+    return float(np.polyfit(x, y, 1)[0])
+
+
 def column(frame: pd.DataFrame, metric: str) -> pd.Series | None:
     name = metric.removeprefix("mean:")
+    if name in COST_AXES and name not in frame.columns:  # 'values': values_up + values_down
+        if missing_columns(frame.columns, name):
+            return None
+        s = pd.to_numeric(cost(frame, name), errors="coerce")
+        s.index = frame["round"]
+        s = s.dropna()
+        return s if len(s) else None
     if name not in frame.columns:
         return None
     s = pd.to_numeric(frame[name], errors="coerce")
@@ -54,6 +106,10 @@ def column(frame: pd.DataFrame, metric: str) -> pd.Series | None:
 
 
 def final_value(frame: pd.DataFrame, metric: str) -> float | None:
+    if metric.startswith("reach:"):
+        return reached(frame, metric)
+    if metric.startswith("slope:"):
+        return slope(frame, metric)
     s = column(frame, metric)
     if s is None:
         return None
@@ -264,9 +320,10 @@ def _overlap(a: Outcome, b: Outcome, metric: str) -> bool:
 # --- figure -----------------------------------------------------------------------------------
 
 
-def band(curves: list[pd.DataFrame], metric: str, x_scale: float, log: bool = False):
+def band(curves: list[pd.DataFrame], metric: str, x_scale: float, log: bool = False, x_axis: str | None = None):
     """x, mean, lower, upper: the mean over the runs at each evaluated round and its 95%
-    CI (t). log: of log10 of the values (geometric mean, a band that stays positive)."""
+    CI (t). log: of log10 of the values (geometric mean, a band that stays positive).
+    x_axis: a cost axis; x is then the runs' mean cumulative cost at each round."""
     series = [s for s in (column(c, metric) for c in curves) if s is not None]
     if not series:
         return None
@@ -279,6 +336,11 @@ def band(curves: list[pd.DataFrame], metric: str, x_scale: float, log: bool = Fa
     half = np.array([t_quantile(0.975, int(k) - 1) * s / math.sqrt(k) if k > 1 else 0.0
                      for k, s in zip(n, sd.fillna(0.0))])
     x, m = frame.index.to_numpy() * x_scale, mean.to_numpy()
+    if x_axis is not None:
+        spent = [s for s in (column(c, x_axis) for c in curves) if s is not None]
+        if not spent:
+            return None
+        x = pd.concat(spent, axis=1).mean(axis=1).reindex(frame.index).to_numpy()
     if log:
         return x, 10**m, 10 ** (m - half), 10 ** (m + half)
     return x, m, m - half, m + half
@@ -313,7 +375,7 @@ def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str
                 continue
             o = outcomes[v.label]
             label = mark(v) + (f" (diverged {o.diverged}/{o.n})" if o.diverged else "")
-            b = band(o.curves, panel.metric, v.x_scale, log=panel.log)
+            b = band(o.curves, panel.metric, v.x_scale, log=panel.log, x_axis=claim.x_axis)
             if b is None:
                 if o.diverged:
                     ax.plot([], [], label=label, color=colors[v.label])  # in the legend, nothing to draw
@@ -330,7 +392,7 @@ def figure(claim: Claim, outcomes: dict[str, Outcome], path: Path, subtitle: str
         if "acc" in panel.metric and drawn:
             ax.set_ylim(-0.02, 1.02)  # accuracies: a wide band (few seeds) must not hide the curves
         ax.set_title(panel.title, fontsize=10)
-        ax.set_xlabel(claim.x_label)
+        ax.set_xlabel(COST_LABELS[claim.x_axis] if claim.x_axis else claim.x_label)
         ax.set_ylabel(panel.metric + (" (geometric mean)" if panel.log else ""))
         ax.grid(alpha=0.3)
         handles = ax.get_legend_handles_labels()

@@ -125,7 +125,7 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         settings = {**base_settings, **applicable(extra or {}, task, v.algo), **v.settings}
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=r, seed=seed, settings=settings, backend="inline",
-                            eval_every=ev, data_dir=data_dir, system=v.system)
+                            eval_every=ev, data_dir=data_dir, system=v.system, budget=dict(v.budget))
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     for v in extras:
         unknown = set(v.settings) - set(applicable(v.settings, task, v.algo))
@@ -161,6 +161,8 @@ def command(job: Job) -> str:
         parts += ["--data-dir", c.data_dir]
     if c.system:
         parts += ["--system", c.system]
+    if c.budget:
+        parts += ["--budget"] + [f"{k}={x:g}" for k, x in c.budget.items()]
     if c.settings:
         parts += ["--set"] + [f"{k}={'none' if v is None else v}" for k, v in c.settings.items()]
     parts += ["--out", str(job.out), "--overwrite"]

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from raycompo.cost_axes import COST_AXES
+
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]*$")
 
 
@@ -37,17 +39,24 @@ class Variant:
     variants, never read by the verdict. Its `algo` is the spec that finds it from any folder."""
     system: str | None = None
     """A simulated system for its runs (`--system`: a built-in profile name; None: none)."""
+    budget: dict[str, float] = field(default_factory=dict)
+    """A cost budget for its runs (`--budget KEY=VALUE`, e.g. {'values_up': 2e4}): each run stops
+    at the first round its cumulative cost reaches it (equal-cost comparisons)."""
 
     def described(self) -> str:
         """Its settings as the tables show them ('k=v ...', and the system when it has one)."""
-        return " ".join([f"{k}={x}" for k, x in self.settings.items()] + ([f"system={self.system}"] if self.system else []))
+        return " ".join([f"{k}={x}" for k, x in self.settings.items()] + ([f"system={self.system}"] if self.system else [])
+                        + [f"budget {k}={x:g}" for k, x in self.budget.items()])
 
 
 def V(label: str, algo: str, *, group: str = "", rounds: int | None = None, eval_every: int | None = None,
-      x_scale: float = 1.0, system: str | None = None, **settings: Any) -> Variant:
+      x_scale: float = 1.0, system: str | None = None, budget: dict[str, float] | None = None,
+      **settings: Any) -> Variant:
     """One variant in one line: `V("comfedl-g1", "comfedl", gamma=1)`; `system=` a simulated
-    system's profile (`V("fedavg-drop", "fedavg", system="mobile-fastest")`)."""
-    return Variant(label, algo, dict(settings), group, rounds, eval_every, x_scale, system=system)
+    system's profile (`V("fedavg-drop", "fedavg", system="mobile-fastest")`); `budget=` a cost
+    budget (`V("tau5", "comfedl", tau=5, budget={"values_up": 2e4})`)."""
+    return Variant(label, algo, dict(settings), group, rounds, eval_every, x_scale, system=system,
+                   budget=dict(budget or {}))
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,10 @@ class Claim:
     variants: tuple[Variant, ...]
     metrics: tuple[str, ...]
     """Columns of table.csv: the final value of each (the last evaluated round) over seeds.
-    'mean:<metric>' is the metric's mean over the evaluated rounds (a speed proxy)."""
+    'mean:<metric>' is the metric's mean over the evaluated rounds (a speed proxy); a cost
+    axis name ('values', 'samples', ...) its final cumulative cost; 'reach:<axis>:<metric><X>'
+    (or '>') the cost of `axis` at the first evaluated round where `metric` is below (above)
+    X, e.g. 'reach:values:objective<0.5' (a run that never gets there has no value)."""
     panels: tuple[Panel, ...]
     paper_says: str
     """The claim in words, the first half of the verdict line."""
@@ -152,6 +164,9 @@ class Claim:
     """None: the offline task already is the paper's (e.g. maml-sinusoid, toy-co)."""
     ncols: int = 2
     x_label: str = "communication round"
+    x_axis: str | None = None
+    """A cost axis of raycompo.cost_axes ('values', 'samples', 'bytes', 'sim_time') for the
+    figure's x axis instead of rounds (then `x_label` defaults to the axis's label)."""
     seeds: int = 5
     tiny: dict[str, Any] = field(default_factory=dict)
     """Task settings that shrink the offline task for smoke tests."""
@@ -165,6 +180,8 @@ class Claim:
         bad = [lab for lab in labels if not LABEL.match(lab)]
         if bad:
             raise ValueError(f"claim {self.name}: labels must be file-name safe: {bad}")
+        if self.x_axis is not None and self.x_axis not in COST_AXES:
+            raise ValueError(f"claim {self.name}: x_axis {self.x_axis!r} is not a cost axis {sorted(COST_AXES)}")
         if len(set(labels)) != len(labels):
             raise ValueError(f"claim {self.name}: duplicate variant labels")
         groups = {v.group for v in self.variants}
