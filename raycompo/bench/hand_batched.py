@@ -8,7 +8,9 @@ It makes raycompo's exact seeded draws (client i's indices of local step t are
 round, written directly in torch with nothing around it:
 
 * the cohort's inputs concatenated once (N, d), so each step's batch is one gather;
-* per step, the forward W x^T + b (one `baddbmm`), the cross-entropy's gradient with
+* the clients in nearly equal tiles whose one step fits the cache, as the engine cuts its
+  chunks (engine/batched.py `cache_chunk`; the whole cohort where it does not cut);
+* per step and tile, the forward W x^T + b (one `baddbmm`), the cross-entropy's gradient with
   respect to the logits written out, (softmax - onehot) / b_i, and the update fused into
   the weight gradient's product (`baddbmm_` with alpha = -lr);
 * the server's average sum_i n_i w_i / sum_i n_i as one matrix-vector product.
@@ -25,6 +27,7 @@ import torch
 
 from raycompo.bench.timing import Timing
 from raycompo.config import RunConfig, resolve
+from raycompo.engine.batched import cache_chunk
 from raycompo.errors import ConfigError
 from raycompo.seeding import CLIENT, fold, fold_many
 
@@ -61,6 +64,9 @@ class HandBatchedFedAvg:
         self.w = task.init_weights()
         self.round = 0
         self._gen = torch.Generator()
+        m = len(self.sizes)
+        tile = cache_chunk(self.classes * self.d + self.classes, self.d, b) or m
+        self.tile = -(-m // -(-m // tile))  # nearly equal tiles
 
     def draws(self, step: int) -> torch.Tensor:
         """(m, b): every client's drawn rows of the concatenated data at local step `step`."""
@@ -80,13 +86,16 @@ class HandBatchedFedAvg:
         bias = self.w[C * d:].view(1, C, 1).repeat(m, 1, 1)  # (m, C, 1)
         for t in range(self.s.tau):
             idx = self.draws(t)
-            x = self.x.index_select(0, idx.view(-1)).view(m, b, d)
-            y = self.y.index_select(0, idx.view(-1)).view(m, 1, b)
-            g = torch.baddbmm(bias, W, x.transpose(1, 2)).softmax(1)  # (m, C, b)
-            g.scatter_add_(1, y, torch.full(y.shape, -1.0))  # softmax - onehot: the logits' gradient
-            g.mul_(1.0 / b)  # of the mean loss
-            W.baddbmm_(g, x, alpha=-lr)
-            bias.sub_(g.sum(2, keepdim=True), alpha=lr)
+            for s in range(0, m, self.tile):
+                Wt, bt, it = W[s:s + self.tile], bias[s:s + self.tile], idx[s:s + self.tile].reshape(-1)
+                k = len(Wt)
+                x = self.x.index_select(0, it).view(k, b, d)
+                y = self.y.index_select(0, it).view(k, 1, b)
+                g = torch.baddbmm(bt, Wt, x.transpose(1, 2)).softmax(1)  # (k, C, b)
+                g.scatter_add_(1, y, torch.full(y.shape, -1.0))  # softmax - onehot: the logits' gradient
+                g.mul_(1.0 / b)  # of the mean loss
+                Wt.baddbmm_(g, x, alpha=-lr)
+                bt.sub_(g.sum(2, keepdim=True), alpha=lr)
         flat = torch.cat([W.view(m, C * d), bias.view(m, C)], 1)
         self.w = self.weights @ flat
         self.round += 1
