@@ -30,15 +30,17 @@ above it in this list; `a | b`: siblings that do not import each other; checked 
 `lint-imports`, see docs/architecture.md):
 
   errors               user-facing errors
-  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats | arguments
+  per_client           one evaluation's per-client values and their spread over clients
+  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats | arguments | cost_axes
                        typed settings dataclasses and `--set key=value`; seeded streams; the
                        cost record of an exchange; the cost limits a run stops at; file locks;
                        discovery of built-ins; backend names; the Observer interface; t-intervals;
-                       what the public functions' arguments accept
+                       what the public functions' arguments accept; the cost axes (--x, --rank-at)
   problems | models | data | system/
                        compositional objectives as pure torch functions; models over a flat
                        parameter vector; data sets and partitions; the simulated system
-                       clock (when it lands)
+                       (profiles, devices, availability, the clock, deadlines; it imports
+                       only errors, settings, seeding, costs)
   tasks/               the papers' tasks (clients' data, model, loss, evaluation);
                        tasks/from_data: a task from the user's own arrays
   algorithms/          one file per algorithm: client phases + the server's round
@@ -46,6 +48,7 @@ above it in this list; `a | b`: siblings that do not import each other; checked 
                        list_tasks); shipping user code to Ray
   vectorize            which client phases run batched (--vectorize), and why not
   config               a run's configuration, resolved into validated settings
+  clients_file         the run folder's clients.csv
   results              the run folder: config.json, metrics.csv, resuming
   engine/              runs an algorithm over clients: hosts, pools (inline, Ray actors),
                        driver, checkpoints, recovery, placement, metrics for the dashboard;

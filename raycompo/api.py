@@ -60,7 +60,8 @@ def run_arguments() -> dict[str, Arg]:
         "max_failures": Arg(("int",), at_least=0), "state_memory": Arg(("number",), above=0, none=True),
         "host_timeout": Arg(("number",), above=0), "data_dir": Arg(("path",), none=True),
         "threads": positive_int(none=True), "vectorize": Arg(("choice",), choices=tuple(VECTORIZE)),
-        "vectorize_memory": Arg(("number",), above=0), "on_row": Arg(("callable",), none=True),
+        "vectorize_memory": Arg(("number",), above=0), "system": Arg(("path",), none=True),
+        "on_row": Arg(("callable",), none=True),
         "progress": Arg(("bool", "choice"), choices=MODES),
         "tracker": Arg(("names",), choices=TRACKERS, none=True),
         "observers": Arg(("instances",), cls=Observer),
@@ -96,6 +97,7 @@ def run(
     threads: int | None = None,
     vectorize: str = "auto",
     vectorize_memory: float = 512.0,
+    system: str | Path | None = None,
     budget: Mapping[str, float] | None = None,
     on_row: Callable[[Row], None] | None = None,
     progress: bool | str = False,
@@ -115,7 +117,7 @@ def run(
         'inline', while `python -m raycompo.run` defaults to 'ray': a call from a notebook or
         a script starts no cluster (seconds saved per run) and gives the same rows as 'ray'
         to 1e-6 for the same seed; the command line is where experiments scale out.
-    out: a folder for config.json, metrics.csv and checkpoint.pt (None: nothing written);
+    out: a folder for config.json, metrics.csv, clients.csv and checkpoint.pt (None: nothing written);
         `overwrite` replaces a run already there.
     eval_every, eval_clients, clients_per_actor, cpus_per_actor, gpus_per_actor,
     checkpoint_every, max_failures, state_memory (GB), host_timeout (s), data_dir,
@@ -123,6 +125,10 @@ def run(
     vectorize: 'auto' (default), 'on' or 'off': run each host's clients as one batched
         computation where the algorithm, task and model allow it (raycompo/vectorize.py);
         vectorize_memory (MB): what one batched chunk of clients may use.
+    system: a simulated system (as --system): a built-in profile ('uniform', 'mobile',
+        'mobile-sync', 'mobile-fastest') or a YAML file path; cohorts are drawn among online
+        clients and the rows gain sim_time, dropped and wasted_s (docs/system.md). None
+        (default): no system.
     budget: end the run, status 'completed', at the first round whose cumulative cost
         column reaches its limit, e.g. {'samples': 1e6, 'values_up': 1e8} (keys: samples,
         values_up, values_down, bytes_up, bytes_down, exchanges; sim_time with a simulated
@@ -139,7 +145,8 @@ def run(
     Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns,
     with the cumulative cost columns samples, values_up, values_down, bytes_up,
     bytes_down and exchanges), `.costs` (the per-key breakdown, the run folder's
-    costs.csv), `.status` ('completed' or 'diverged'), `.config` (what config.json
+    costs.csv), `.clients` (every evaluated client's metrics, clients.csv's tidy rows),
+    `.status` ('completed' or 'diverged'), `.config` (what config.json
     holds), `.final` (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
     `raycompo.engine.signals.Interrupted` (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
     """
@@ -157,6 +164,7 @@ def run(
         data_dir=None if data_dir is None else str(data_dir), eval_clients=a["eval_clients"],
         state_memory_gb=a["state_memory"], host_timeout_s=a["host_timeout"], vectorize=vectorize,
         vectorize_memory_mb=a["vectorize_memory"],
+        system=None if a["system"] is None else str(a["system"]),
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,

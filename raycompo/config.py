@@ -64,6 +64,11 @@ class RunConfig:
     vectorize_memory_mb: float = 512.0
     """Memory one host's batched chunk of clients may use; a larger share of a cohort runs
     as several chunks."""
+    system: str | None = None
+    """A simulated system (raycompo/system/, docs/system.md): a built-in profile name
+    ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds
+    the columns sim_time, dropped and wasted_s, and draws cohorts among online clients.
+    None: no system, no such columns."""
     budget: dict[str, float] = field(default_factory=dict)
     """End the run (status 'completed') at the first round whose cumulative cost column
     reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/budget.py). Empty:
@@ -82,8 +87,10 @@ class RunConfig:
         """This config with `task` and `algo` as the specs that find them again from any
         folder (a relative 'file.py:Class' becomes an absolute path)."""
         from raycompo.plugins import canonical
+        from raycompo.system import canonical_system
 
-        return dataclasses.replace(self, task=canonical("task", self.task), algo=canonical("algorithm", self.algo))
+        return dataclasses.replace(self, task=canonical("task", self.task), algo=canonical("algorithm", self.algo),
+                                   system=canonical_system(self.system))
 
     def state_budget_bytes(self, hosts: int = 1) -> int | None:
         """Each of `hosts` hosts' share of `state_memory_gb`, in bytes."""
@@ -112,6 +119,11 @@ class Resolved:
     vectorized: Any = None
     """Which client phases run batched (`raycompo.vectorize.Plan`), decided once at
     resolution (None where it was not: `resolve(check_clients=False)`)."""
+    system_profile: Any = None
+    """The simulated system's validated `raycompo.system.Profile` (None: no --system)."""
+    system_tables: Any = None
+    """Its files' content (`raycompo.system.simulator.Tables`), read once here: the driver,
+    wherever it runs, needs no access to them."""
 
     def make_task(self):
         return self.task_cls(self.task_settings, self.config.seed, self.config.data_dir)
@@ -238,6 +250,9 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
     check_budget(cfg.budget, getattr(cfg, "system", None))
+    from raycompo.system import check_profile, load_profile
+
+    profile = load_profile(cfg.system) if cfg.system is not None else None
     task_cls = load("task", cfg.task)
     algo_cls = load("algorithm", cfg.algo)
     context = f"task {task_cls.name} with algorithm {algo_cls.name}"
@@ -258,5 +273,8 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     from raycompo.vectorize import plan
 
     vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
+    tables = None
+    if profile is not None and task is not None:
+        tables = check_profile(profile, cfg.seed, n_clients)  # its files against the clients: an error now, not mid-run
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
-                    vectorized if task is not None else None)
+                    vectorized if task is not None else None, profile, tables)

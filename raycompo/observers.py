@@ -1,10 +1,12 @@
 """Observers: one callback interface for everything that watches a run.
 
-This module is the protocol only (it imports nothing of raycompo): the output writer
+This module is the protocol only (it imports only the per-client record below it): the output writer
 (`raycompo.results`) sits below the engine and the progress line and trackers beside it, so
 the interface they all implement sits below them all. The run loop (engine/loop.py) calls, in order, `on_start` once, `on_row` for every
 round's row (round 0 = the initial model; on resume only the rows after the checkpoint),
-then exactly one of `on_end` (completed, diverged, interrupted) or `on_failure`.
+preceded, for a row with an evaluation, by `on_clients` with the evaluated clients' values
+(raycompo/per_client.py), then exactly one of `on_end` (completed, diverged, interrupted)
+or `on_failure`.
 The CLI's progress line, the output writer (config.json / metrics.csv), the Tune
 reporter and the dashboard metrics are all observers; none of them is a branch inside
 the loop. An observer must not raise for ordinary rows; if it does, the run fails.
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from raycompo.per_client import ClientMetrics
 
 Row = dict[str, Any]
 
@@ -44,6 +48,9 @@ class Observer:
     def on_row(self, row: Row) -> None:
         pass
 
+    def on_clients(self, clients: ClientMetrics) -> None:
+        """The evaluated clients' metrics of the row that follows (its round: `clients.round`)."""
+
     def on_end(self, status: str, final: Row) -> None:
         """status: 'completed', 'diverged' or 'interrupted'."""
 
@@ -64,6 +71,10 @@ class Observers(Observer):
     def on_row(self, row: Row) -> None:
         for o in self.observers:
             o.on_row(row)
+
+    def on_clients(self, clients: ClientMetrics) -> None:
+        for o in self.observers:
+            o.on_clients(clients)
 
     def on_end(self, status: str, final: Row) -> None:
         for o in self.observers:

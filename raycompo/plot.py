@@ -4,6 +4,7 @@
         --metric val_acc_worst --out fig.png
     python -m raycompo.plot sweep_results/dro-20250101-120000 --metric val_acc_worst --x wall_time
     python -m raycompo.plot reproductions/comfedl-fig2/runs --metric val_acc
+    python -m raycompo.plot runs/feddro runs/fedavg-co --metric val_acc_worst --x values
 
 Each source is a run folder (config.json + metrics.csv, as `raycompo.run --out` writes),
 a folder holding run folders (e.g. a claim's runs/), or a sweep folder (trials.csv +
@@ -13,6 +14,12 @@ effective setting but the seed are one line: their mean, with a band of the 95%
 confidence interval (Student's t) over the seeds. One line per algorithm, named as its
 paper names it (ComFedL, FedAvg, q-FedAvg, DRFL, ...); settings are added to the name
 only where one algorithm has several lines.
+
+The x axis (--x) is the round (default), the wall time, or a cost the papers argue in
+(raycompo/cost_axes.py): samples drawn, values (values_up + values_down: real values
+communicated), bytes (bytes_up + bytes_down) or sim_time (simulated seconds, runs with
+--system only). A line's x at a round is the mean over its runs (seeds) of that round's
+value; a run without the columns of the axis is an error naming them.
 
 From Python, this module is callable: `raycompo.plot(sources, metric=..., x=..., out=...)`
 returns the matplotlib Figure (and writes it when `out` is given). Bad input (no
@@ -32,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from raycompo.arguments import Arg, check
+from raycompo.cost_axes import COST_AXES, COST_LABELS, cost, missing_columns, where_from
 from raycompo.errors import ConfigError, RaycompoError
 
 PAPER_NAMES = {
@@ -58,7 +66,8 @@ METRIC_LABELS = {
     "train_violation": "training constraint violation",
     "round_time": "seconds per round",
 }
-X_LABELS = {"round": "communication round $s$", "wall_time": "wall-clock time (s)"}
+X_LABELS = {"round": "communication round $s$", "wall_time": "wall-clock time (s)", **COST_LABELS}
+"""The x axes: the round, the wall time, and the cost axes of raycompo/cost_axes.py."""
 LOG_METRICS = ("grad_norm",)
 NOT_METRICS = ("round", "diverged", "trial_id", "status")
 
@@ -95,7 +104,17 @@ def paper_name(algo: str) -> str:
 
 
 def metric_label(metric: str) -> str:
-    return METRIC_LABELS.get(metric, metric.replace("_", " "))
+    """The y axis label: e.g. 'worst client's validation accuracy'; a spread column
+    (raycompo/per_client.py) as 'validation accuracy: 10th percentile over clients'."""
+    if metric in METRIC_LABELS:
+        return METRIC_LABELS[metric]
+    base, _, stat = metric.rpartition("_")
+    of = METRIC_LABELS.get(base, base.replace("_", " ")).removeprefix("average ")
+    if stat == "std" and base:
+        return f"{of}: standard deviation over clients"
+    if len(stat) == 3 and stat[0] == "p" and stat[1:].isdigit() and base:
+        return f"{of}: {int(stat[1:])}th percentile over clients"
+    return metric.replace("_", " ")
 
 
 # --- reading -----------------------------------------------------------------------------------
@@ -211,7 +230,8 @@ def _columns(runs: list[Run]) -> list[str]:
 
 def curve(line: Line, metric: str, x: str):
     """(x, mean, lower, upper) over the line's runs at each round: the 95% CI (t) band;
-    x = the round, or the wall time at that round (mean over the runs)."""
+    x = the round, or the wall time or a cost (`cost_axes.COST_AXES`) at that round
+    (mean over the runs)."""
     import numpy as np
     import pandas as pd
 
@@ -225,7 +245,11 @@ def curve(line: Line, metric: str, x: str):
         y = pd.to_numeric(f[metric], errors="coerce")
         y.index = f["round"].to_numpy()
         ys.append(y)
-        if x == "wall_time":
+        if x in COST_AXES:
+            w = pd.to_numeric(cost(f, x), errors="coerce")
+            w.index = y.index
+            xs.append(w)
+        elif x == "wall_time":
             if "wall_time" in f.columns:
                 w = pd.to_numeric(f["wall_time"], errors="coerce")
             else:
@@ -241,7 +265,7 @@ def curve(line: Line, metric: str, x: str):
     n = frame.notna().sum(axis=1)
     mean, sd = frame.mean(axis=1), frame.std(axis=1, ddof=1).fillna(0.0)
     half = np.array([t_quantile(0.975, int(k) - 1) * s / math.sqrt(k) if k > 1 else 0.0 for k, s in zip(n, sd)])
-    if x == "wall_time":
+    if xs:
         xv = pd.concat(xs, axis=1).mean(axis=1).reindex(frame.index).to_numpy()
     else:
         xv = frame.index.to_numpy()
@@ -263,14 +287,19 @@ PLOT_ARGS = {
 def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, *, x: str = "round",
          out: str | Path | None = None, title: str | None = None, all_trials: bool = False,
          log: bool | None = None):
-    """Draw `metric` of the runs in `sources` against `x` ('round' or 'wall_time'); one line
-    (mean over seeds, 95% CI band) per algorithm and settings. Returns the Figure; writes
-    it to `out` (.png, .pdf, .svg) when given. Raises ConfigError on bad input."""
+    """Draw `metric` of the runs in `sources` against `x`: 'round' (default), 'wall_time',
+    or a cost: 'samples', 'values' (values_up + values_down), 'bytes' (bytes_up +
+    bytes_down) or 'sim_time' (runs with a simulated system); one line (mean over seeds,
+    95% CI band) per algorithm and settings. Returns the Figure; writes it to `out` (.png,
+    .pdf, .svg) when given. Raises ConfigError on bad input, e.g. a run without the
+    columns of `x`."""
     check("raycompo.plot", locals(), PLOT_ARGS)
     runs = read_sources(sources, all_trials=all_trials)
     if not runs:
         raise ConfigError(f"{', '.join(map(str, [sources] if isinstance(sources, (str, Path)) else sources))}: "
                           "no finished run to draw")
+    if x in COST_AXES:
+        _check_cost_columns(runs, x)
     columns = _columns(runs)
     if metric is None:
         metric = next((m for m in ("val_acc_worst", "val_acc", "grad_norm", "train_loss") if m in columns), None)
@@ -318,13 +347,27 @@ def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, 
     return fig
 
 
+def _check_cost_columns(runs: list[Run], axis: str) -> None:
+    """ConfigError naming the runs that lack the columns of cost axis `axis`."""
+    lacking = [(r.source, missing_columns(r.frame.columns, axis)) for r in runs]
+    lacking = [(src, cols) for src, cols in lacking if cols]
+    if lacking:
+        shown = "; ".join(f"{src} (no {', '.join(cols)})" for src, cols in lacking[:5])
+        more = f"; and {len(lacking) - 5} more" if len(lacking) > 5 else ""
+        raise ConfigError(f"--x {axis} needs the column(s) {', '.join(COST_AXES[axis])} in every run: {where_from(axis)}. "
+                          f"Without them: {shown}{more}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.plot", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sources", nargs="+", metavar="RUN_OR_SWEEP", help="run folders, folders of runs, sweep folders")
     p.add_argument("--metric", default=None, help="the column to draw (default: val_acc_worst where there is one)")
-    p.add_argument("--x", default="round", choices=tuple(X_LABELS), help="round (default) or wall_time (seconds)")
+    p.add_argument("--x", default="round", choices=tuple(X_LABELS),
+                   help="the x axis: round (default), wall_time (seconds), or a cost: samples (samples drawn), "
+                        "values (values_up + values_down: real values communicated), bytes (bytes_up + bytes_down), "
+                        "sim_time (simulated seconds; runs with --system)")
     p.add_argument("--out", default="fig.png", help="the figure's file (.png, .pdf, .svg; default fig.png)")
     p.add_argument("--title", default=None)
     p.add_argument("--all-trials", action="store_true", help="a sweep: every setting, not the best per algorithm")

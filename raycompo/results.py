@@ -1,6 +1,7 @@
-"""Run outputs: `config.json` (every setting, the seed, the status) and `metrics.csv`
+"""Run outputs: `config.json` (every setting, the seed, the status), `metrics.csv`
 (one row per round, appended and flushed as the run goes, so a crash or divergence
-keeps the rows already written).
+keeps the rows already written) and `clients.csv` (every evaluated client's metrics,
+raycompo/clients_file.py).
 
 What belongs to a run folder (`RUN_FILES`, the `*.tmp` of atomic writes, the end-of-run
 files config.json lists, the lock of raycompo/lockfile.py) is known here: `--overwrite`
@@ -16,14 +17,16 @@ import re
 from pathlib import Path
 from typing import Any
 
+from raycompo.clients_file import ClientsFile
 from raycompo.errors import ConfigError
 from raycompo.observers import Observer, Row
+from raycompo.per_client import ClientMetrics
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
 COSTS_FILE = "costs.csv"
 """The per-key costs of a run by round (engine/ledger.py), written at its end."""
 
-RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", COSTS_FILE)
+RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", COSTS_FILE, "clients.csv")
 """The files every run folder may hold (besides its end-of-run files, its lock and temporaries)."""
 END_FILES_KEY = "end_of_run_files"
 """config.json's list of the end-of-run files (a task's figure data) a run wrote."""
@@ -227,6 +230,11 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
 
             if canonical("task" if key == "task" else "algorithm", value) != getattr(cfg, key):
                 differ.append(f"--{key} {value} (the run's is {getattr(cfg, key)})")
+        elif key == "system":
+            from raycompo.system import canonical_system
+
+            if canonical_system(value) != cfg.system:
+                differ.append(f"--system {value} (the run's is {cfg.system})")
         elif value != getattr(cfg, key):
             differ.append(f"--{key.replace('_', '-')} {value} (the run has {getattr(cfg, key)})")
     if differ:
@@ -251,7 +259,7 @@ def finished(folder: str | Path, rounds: int) -> dict[str, Any] | None:
     return stored if stored.get("status") == "completed" and done == rounds else None
 
 
-DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients")
+DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system")
 """RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them."""
 
 
@@ -280,6 +288,9 @@ class RunWriter(Observer):
             self.config = {**config, "status": "running"}
             write_json_atomic(self.config_path, self.config)
             self._rewrite(resume_rows or [])
+            # clients.csv: a resumed run keeps the rows of the rounds metrics.csv keeps
+            upto = None if resume_rows is None else max((int(r["round"]) for r in resume_rows), default=-1)
+            self.clients = ClientsFile(self.dir, upto)
         except OSError as exc:
             raise ConfigError(f"cannot write to --out {self.dir}: {exc.strerror or exc}") from None
 
@@ -292,6 +303,7 @@ class RunWriter(Observer):
         """Drop the rows after `upto_round` (a replay from a checkpoint writes them again)."""
         self._close()
         self._rewrite(read_rows(self.dir, upto_round))
+        self.clients.truncate(upto_round)
 
     def _rewrite(self, rows: list[dict[str, Any]]) -> None:
         """metrics.csv := `rows`, atomically (a kill meanwhile leaves the old file whole),
@@ -337,6 +349,8 @@ class RunWriter(Observer):
                 raise
 
     def _close(self) -> None:
+        if hasattr(self, "clients"):
+            self.clients.close()
         if self._file is not None and not self._file.closed:
             try:
                 self._file.close()
@@ -352,6 +366,9 @@ class RunWriter(Observer):
     def on_row(self, row: Row) -> None:
         self.append(row)
         self.final = row
+
+    def on_clients(self, clients: ClientMetrics) -> None:
+        self.clients.append(clients)
 
     def on_end(self, status: str, final: Row) -> None:
         try:

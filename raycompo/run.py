@@ -56,6 +56,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="run each host's clients as one batched computation: auto (where supported), on, off (per client)")
     p.add_argument("--vectorize-memory", type=float, default=512.0, metavar="MB",
                    help="memory a host's batched chunk of clients may use (default 512)")
+    p.add_argument("--system", default=None, metavar="PROFILE",
+                   help="simulate devices, availability and a clock: a built-in profile (uniform, mobile, mobile-sync, mobile-fastest) or a YAML "
+                        "file; adds the columns sim_time, dropped, wasted_s (docs/system.md)")
     p.add_argument("--budget", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="end the run (completed) at the first round whose cumulative cost reaches VALUE; "
                         "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system)")
@@ -70,6 +73,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
         vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, budget=parse_budget(args.budget),
+        system=args.system,
     )
 
 
@@ -118,6 +122,10 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
             for f in dataclasses.fields(cls.Settings):
                 default = f.default if f.default is not dataclasses.MISSING else "(required)"
                 lines.append(f"      {f.name} = {default!r}  {docs.get(f.name, '')}")
+    from raycompo.system import PROFILES
+
+    lines.append("system profiles (--system NAME, or a YAML file; docs/system.md):")
+    lines += [f"  {name}  {p.description}" for name, p in PROFILES.items()]
     return "\n".join(lines)
 
 
@@ -249,7 +257,7 @@ RESUME_CHANGES = {
     "eval_clients": "eval_clients", "backend": "backend", "clients_per_actor": "clients_per_actor",
     "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
     "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
-    "vectorize_memory": "vectorize_memory_mb", "budget": "budget",
+    "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""

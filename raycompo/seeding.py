@@ -18,6 +18,9 @@ INIT = 4
 CLIENT_DATA = 5
 """Per-client data generated on demand from (seed, CLIENT_DATA, client id), e.g. the
 synthetic task: a client's data never depends on which other clients are built."""
+SYSTEM = 6
+"""The simulated system's draws (raycompo/system/): devices, availability, candidates for a
+cohort, keyed by (seed, SYSTEM, purpose, client or round, ...)."""
 
 
 _M64 = (1 << 64) - 1

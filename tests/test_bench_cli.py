@@ -14,7 +14,8 @@ import pytest
 import raycompo.bench as bench
 from raycompo.bench.__main__ import main, resolve
 
-NAMES = ["round", "cohort", "startup", "checkpoint", "feddro", "vectorize", "recovery", "scale", "state_store", "sweep", "plugin", "ledger"]
+NAMES = ["round", "cohort", "startup", "checkpoint", "feddro", "vectorize", "recovery", "scale", "state_store", "sweep", "plugin", "ledger",
+         "per_client"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -93,3 +93,14 @@ def test_a_ray_driver_stops_at_the_same_round(ray_session):
     inline, on_ray = small_run(**kw), small_run(backend="ray", clients_per_actor=2, cpus_per_actor=0.5, **kw)
     assert inline.final["round"] == on_ray.final["round"] == 3 and on_ray.status == "completed"
     assert [r["samples"] for r in on_ray.rows] == [r["samples"] for r in inline.rows]
+
+
+def test_resume_with_a_larger_budget_continues_the_counts(tmp_path):
+    out = tmp_path / "r"
+    sets = [f"{k}={v}" for k, v in {**SMALL_DRO, "lr": 0.1, "tau": 2}.items()]
+    args = ["--task", "dro-mnist5k", "--algo", "fedavg", "--rounds", "10", "--backend", "inline", "--quiet", "--set", *sets]
+    assert main([*args, "--budget", "exchanges=2", "--out", str(out)]) == 0
+    assert main(["--resume", str(out), "--budget", "exchanges=4", "--quiet"]) == 0
+    frame = pd.read_csv(out / "metrics.csv")
+    assert list(frame["round"]) == [0, 1, 2, 3, 4] and list(frame["exchanges"]) == [0, 1, 2, 3, 4]
+    assert list(frame["samples"]) == [k * SAMPLES_PER_ROUND for k in range(5)]

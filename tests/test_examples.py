@@ -29,7 +29,8 @@ def at_repo_root(monkeypatch):
 
 
 def test_every_example_is_tested():
-    tested = {"my_algorithm.py", "my_data.py", "compare.py", "my_sweep.yaml", "main_class.py", "my_batched_algorithm.py"}
+    tested = {"my_algorithm.py", "my_data.py", "compare.py", "my_sweep.yaml", "main_class.py", "my_batched_algorithm.py",
+              "my_system.yaml"}  # my_system.yaml: tests/test_system_run.py
     assert {p.name for p in EXAMPLES.iterdir() if p.suffix in (".py", ".yaml")} <= tested
 
 

@@ -127,3 +127,22 @@ def test_a_recovered_ray_run_keeps_the_counts(ray_session):
     assert faulted.status == "completed" and len(lines) == 1  # one recovery, from round 2's checkpoint
     assert _costs(faulted.rows) == _costs(inline.rows)
     assert faulted.cost_rows == inline.cost_rows
+
+
+def test_client_data_counts_the_samples_it_hands_out():
+    from raycompo import ClientData
+
+    x, y = torch.arange(20.0).view(10, 2), torch.arange(10)
+    data = ClientData(0, x, y, x[:2], y[:2])
+    gen = torch.Generator().manual_seed(0)
+    assert data.samples_read == 0
+    bx, by = data.batch(gen, 4)
+    assert len(by) == 4 and data.samples_read == 4
+    data.outer_batch(gen, 32)  # more than n_i: all 10
+    assert data.samples_read == 14
+    fx, fy = data.full()
+    assert fx is x and fy is y and data.samples_read == 24
+    import dataclasses
+
+    counter = next(f for f in dataclasses.fields(ClientData) if f.name == "samples_read")
+    assert not counter.compare and "samples_read" not in repr(data)  # not part of the data's identity

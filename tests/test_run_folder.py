@@ -151,7 +151,7 @@ def test_a_new_run_refuses_any_remains_of_a_run(tmp_path, capsys):
     run(small_config("fedavg", rounds=2), out=folder, checkpoint_every=1)
     (folder / "metrics.csv").unlink()
     assert main([*CLI_ARGS, "--rounds", "1", "--out", str(folder)]) == 2
-    assert "already holds a run (checkpoint.pt, config.json, costs.csv)" in _err(capsys)
+    assert "already holds a run (checkpoint.pt, clients.csv, config.json, costs.csv)" in _err(capsys)
 
 
 # --- 3: rows up to the checkpoint are all there, or the resume is refused -------------------------------------------

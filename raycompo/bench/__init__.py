@@ -20,6 +20,8 @@
                inline vs ray metrics difference, lines of code of the examples
   ledger       what counting every exchange's costs adds to a round at 10^6 clients, with and
                without counting side by side (target <= 3%)
+  per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
+               K = 10^3, 10^4 of 10^6 clients
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -40,6 +42,7 @@ BENCHMARKS: dict[str, str] = {
     "sweep": "raycompo.bench.sweep",
     "plugin": "raycompo.bench.plugin",
     "ledger": "raycompo.bench.ledger",
+    "per_client": "raycompo.bench.per_client",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

@@ -17,6 +17,7 @@ import torch
 
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.engine.ledger import MemberCosts, count_values, samples_read
+from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
 FLOATS_PER_MODEL = 8
 """Model-sized float tensors alive per client in a batched step: the rows of w, their
@@ -165,6 +166,8 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
                      for key, value in out.items()}
             for i, (cid, _) in enumerate(chunk):
                 result[cid] = {key: _on_cpu(value[i]) for key, value in moved.items()}
+                if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/per_client.py)
+                    result[cid][N_SAMPLES_KEY] = n_samples(ctxs[i].data)
     return result
 
 

@@ -2,7 +2,8 @@
 
 A checkpoint holds the round, the global model, the server state, every client's
 persistent state gathered from the hosts (momentum, u, per-task u, personal models,
-FedDRO's x / y...), the driver's elapsed time and the run's config. Because every random
+FedDRO's x / y...), the driver's elapsed time, the simulated system's clock and counters
+(with --system) and the run's config. Because every random
 draw is keyed by (seed, client, round, step), replaying from it reproduces the same
 rows: that is what `--resume` and the recovery from a dead actor rely on.
 
@@ -65,6 +66,8 @@ def fingerprint(resolved: Any) -> dict[str, Any]:
     cfg = resolved.config
     fp = {"task": cfg.task, "algo": cfg.algo, "seed": cfg.seed, "settings": resolved.effective_settings(),
           "n_clients": resolved.n_clients}
+    if getattr(resolved, "system_profile", None) is not None:  # (absent without --system: older checkpoints fit)
+        fp["system"] = resolved.system_profile.record()
     return json.loads(json.dumps(fp, sort_keys=True, default=str))
 
 

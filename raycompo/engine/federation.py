@@ -6,8 +6,9 @@ One round:
      server rule;
   2. every `eval_every` rounds every client evaluates the new global model on its data;
   3. the driver turns per-client metrics into a row: means over clients, the worst
-     client (lowest accuracy, highest loss), and the task's pooled metrics (e.g. rates
-     over all evaluated clients' data).
+     client (lowest accuracy, highest loss), the task's pooled metrics (e.g. rates
+     over all evaluated clients' data) and the spread over clients (std, percentiles);
+     the per-client values travel on with the row (raycompo/per_client.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.pools import Pool, make_pool
 from raycompo.errors import ConfigError
+from raycompo.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
 from raycompo.seeding import SERVER, generator
+from raycompo.system import System, make_system
 
 EVAL_STREAM = 99
 """Server random stream of the evaluation sample (apart from the algorithms' streams)."""
@@ -62,23 +65,31 @@ def draw_cohort(n: int, m: int, gen: torch.Generator, randperm_max: int = RANDPE
 class RoundCtx:
     """What `server_round` sees (implements algorithms.base.RoundContext). With `counted`
     (a server round's context), every `map` / `map_each` is an exchange: recorded in the
-    federation's ledger and passed to its `exchange_listeners` (engine/ledger.py);
-    evaluation's contexts (`global_metrics`) are not counted."""
+    federation's ledger and passed to its `exchange_listeners` (engine/ledger.py), and
+    cohorts are chosen by the simulated system (`Federation.system`); evaluation's contexts
+    (`global_metrics`, `eval_clients`) are not counted and draw their own."""
 
     def __init__(self, fed: Federation, round_: int, counted: bool = False):
         self.fed = fed
         self.round = round_
         self.n_clients = fed.n_clients
         self.counted = counted and fed.counting
+        self.selects = counted
 
     def rng(self, stream: int = 0) -> torch.Generator:
         return generator(self.fed.seed, SERVER, self.round, stream)
 
     def sample(self, m: int, stream: int = 0) -> list[int]:
-        """m of n clients uniformly without replacement, sorted (`draw_cohort`)."""
+        """m of n clients without replacement, sorted: uniformly (`draw_cohort`), or, with a
+        simulated system, m of the clients online at the round's start, the first to finish
+        of an over-selected few (raycompo/system/simulator.py: `System.select`)."""
         if m >= self.n_clients:
             return list(range(self.n_clients))
-        return draw_cohort(self.n_clients, m, self.rng(stream))
+
+        def draw(k: int) -> list[int]:
+            return draw_cohort(self.n_clients, k, self.rng(stream))
+
+        return self.fed.system.select(m, stream, draw) if self.selects else draw(m)
 
     def _pool(self, phase: str) -> Pool:
         self.fed.algorithm.phase(phase)  # an undeclared phase fails here, not in an actor
@@ -155,6 +166,18 @@ class Federation:
         (e.g. the simulated system's clock). Empty by default."""
         self.counting = True
         """False turns counting off (the overhead benchmark only): no cost columns change."""
+        self.system = make_system(r.system_profile, self.seed, self.n_clients, self.w.numel(),
+                                  self.w.numel() * self.w.element_size(), r.system_tables)
+        """The simulated system (raycompo/system/; `NoSystem` without --system): it chooses the
+        cohorts, its clock hears every exchange (an `exchange_listeners` entry), it adds the
+        columns sim_time, dropped, wasted_s."""
+        self.client_columns: ClientColumns | None = (
+            self.system.client_columns if isinstance(self.system, System) else None)
+        """More per-client columns of clients.csv for the evaluated clients: with --system,
+        {client id: its device and how often it was online, selected, dropped} for the
+        clients asked (O(asked)); None without."""
+        if isinstance(self.system, System):
+            self.exchange_listeners.append(self.system.on_exchange)
         self.stop_checks: list[Callable[[dict[str, Any]], str | None]] = []
         """Each sees a round's cost columns (`cost_columns`) once it ended; the first reason
         it returns ends the run there, status 'completed' (e.g. the config's budget)."""
@@ -184,24 +207,44 @@ class Federation:
         return RoundCtx(self, self.round).sample(k, stream=EVAL_STREAM)
 
     def evaluate(self) -> dict[str, float]:
+        """The evaluated clients' metrics as row columns: means, worst client, pooled,
+        global, then the spread over clients."""
+        return self.evaluate_clients()[0]
+
+    def evaluate_clients(self) -> tuple[dict[str, float], ClientMetrics]:
+        """`evaluate`'s columns and the per-client values themselves (for clients.csv)."""
         assert self.pool is not None
         per_client = self.pool.map("evaluate", self.round, {c: 1 for c in self.eval_clients()}, {"w": self.w}, False)
+        clients = ClientMetrics.build(self.round, per_client,
+                                      self.client_columns(sorted(per_client)) if self.client_columns else None)
+        for metrics in per_client.values():
+            metrics.pop(N_SAMPLES_KEY, None)  # the engine's, not the task's: pooled_metrics never sees it
         row = summarize(per_client, self.task.worst)
         row.update(self.task.pooled_metrics(per_client))
         row.update(self.algorithm.global_metrics(RoundCtx(self, self.round), self.w, row))
-        return row
+        row.update(spread(per_client, self.task.worst))
+        return row, clients
+
+    def _evaluated(self) -> dict[str, Any]:
+        """`evaluate`'s columns and, under `CLIENTS_KEY`, the per-client values, which travel
+        with the row to the run loop (engine/loop.py hands them to the observers)."""
+        row, clients = self.evaluate_clients()
+        return {**row, CLIENTS_KEY: clients}
 
     def initial_row(self) -> dict[str, Any]:
-        return {"round": 0, **self.evaluate(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
-                **self.ledger.columns()}
+        return {"round": 0, **self._evaluated(), "round_time": 0.0, "wall_time": 0.0, "diverged": False,
+                **self.cost_columns()}
 
     def cost_columns(self) -> dict[str, Any]:
-        """The cumulative cost columns of this round's row (engine/ledger.py)."""
-        return self.ledger.columns()
+        """The cumulative cost columns of this round's row (engine/ledger.py), then, with
+        --system, the simulated system's (sim_time, dropped, wasted_s)."""
+        return {**self.ledger.columns(), **self.system.columns()}
 
     def run_round(self) -> dict[str, Any]:
         t0 = time.perf_counter()
+        self.system.begin_round(self.round + 1)
         self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, counted=True), self.w, self.state)
+        self.system.end_round()
         self.round += 1
         self.ledger.close_round(self.round)
         round_time = time.perf_counter() - t0
@@ -211,7 +254,7 @@ class Federation:
         row: dict[str, Any] = {"round": self.round}
         finite = bool(torch.isfinite(self.w).all())
         if finite and (self.round % self.cfg.eval_every == 0 or self.round == self.cfg.rounds or stopped):
-            row.update(self.evaluate())
+            row.update(self._evaluated())
         row["round_time"] = round_time
         row["wall_time"] = self.elapsed
         row["diverged"] = not finite or any(
@@ -267,6 +310,7 @@ class Federation:
             "elapsed": self.elapsed,
             "config": self.cfg.to_dict(),
             "ledger": self.ledger.state(),
+            "system": self.system.state(),
         }
 
     def restore(self, ckpt: dict[str, Any]) -> None:
@@ -280,6 +324,8 @@ class Federation:
         self.ledger = Ledger()
         if "ledger" in ckpt:  # (a checkpoint from before the ledger: counts start at 0)
             self.ledger.load(ckpt["ledger"], self.round)
+        if isinstance(self.system, System) and ckpt.get("system") is not None:  # the same clock goes on
+            self.system.load(ckpt["system"])
         self.pool.load_client_states(ckpt["client_states"])
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.ledger import MemberCosts, count_by_key, samples_read
 from raycompo.engine.state_store import StateStore
+from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 from raycompo.seeding import CLIENT, fold, generator_from
 from raycompo.tasks.base import ClientData
 from raycompo.vectorize import resolved_plan
@@ -188,6 +189,8 @@ class Host:
                 add_into(result, out, float(mult))
             else:
                 result[cid] = to_device(out, torch.device("cpu"))
+                if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/per_client.py)
+                    result[cid][N_SAMPLES_KEY] = n_samples(c.data)
         self.busy_seconds += time.perf_counter() - t0
         return (result, costs) if count else result
 

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from raycompo.observers import Observer, Row
+from raycompo.per_client import CLIENTS_KEY
 
 MAX_ROUNDS_PER_CALL = 50
 """At most this many rounds in one call to a remote driver."""
@@ -48,5 +49,10 @@ def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], bound
 
 
 def emit(row: Row, observer: Observer) -> None:
+    """Give `row` to the observers; its evaluated clients' values (raycompo/per_client.py)
+    first, taken out of the row (they are not columns)."""
     row.setdefault("diverged", False)
+    clients = row.pop(CLIENTS_KEY, None)
+    if clients is not None:
+        observer.on_clients(clients)
     observer.on_row(row)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
+from raycompo.clients_file import read_clients
 from raycompo.config import RunConfig, resolve
 from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
@@ -26,6 +27,7 @@ from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
 from raycompo.observers import Callback, Observer, Observers, Row, RunInfo
+from raycompo.per_client import ClientMetrics
 from raycompo.results import COSTS_FILE, RunWriter, read_config
 from raycompo.tasks.base import Task
 from raycompo.vectorize import resolved_plan
@@ -47,6 +49,20 @@ class RunResult:
     cost_rows: list[Row] = field(default_factory=list)
     """The ledger's per-key costs by round (engine/ledger.py): one dict per (round,
     direction, key) with its values and bytes, as the run folder's costs.csv holds them."""
+    client_records: list[ClientMetrics] = field(default_factory=list, repr=False)
+    """The evaluations' per-client values, kept here only for a run without a folder
+    (with one they are in out/clients.csv)."""
+
+    @property
+    def clients(self) -> pd.DataFrame:
+        """Every evaluated client's metrics, one row per (round, client, metric): columns
+        round, client, metric, value, n_samples (and a simulated system's per-client
+        columns); what out/clients.csv holds (read from it when the run has a folder)."""
+        if self.out is not None:
+            return read_clients(self.out)
+        if not self.client_records:
+            return pd.DataFrame(columns=["round", "client", "metric", "value", "n_samples"])
+        return pd.concat([c.frame() for c in self.client_records], ignore_index=True)
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -141,6 +157,7 @@ def run(
                 f"rounds after {start_round} use the new code")
     config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings(),
               "vectorized": resolved_plan(resolved).record(),
+              **({"system_profile": resolved.system_profile.record()} if resolved.system_profile else {}),
               **plugins.provenance(resolved.task_cls, resolved.algo_cls)}
     # Only a task that records its partition (e.g. task_from_arrays) is built once more here.
     overrides = getattr(resolved.task_cls, "partition_record", None) is not getattr(Task, "partition_record", None)
@@ -167,12 +184,13 @@ def run(
     failures = 0
     writer = None
     cost_rows: list[Row] = []
+    kept = KeptClients() if not out else None  # without a folder, RunResult.clients comes from memory
     marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
     try:
         with signals.deferred():  # a signal while the folder is made is raised once it can be marked
             if out:
                 writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
-            watch = marks = Observers([writer, ckpt, live, Callback(progress) if progress else None, *observers])
+            watch = marks = Observers([writer, kept, ckpt, live, Callback(progress) if progress else None, *observers])
         if backend.uses_ray:
             # Checked against the cluster before any actor starts (a ConfigError, not a wait).
             plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
@@ -214,6 +232,8 @@ def run(
                     rows[:] = [r for r in rows if r["round"] <= last]
                     if writer is not None:
                         writer.truncate(last)
+                    if kept is not None:
+                        kept.records[:] = [c for c in kept.records if c.round <= last]
                     # read back from disk when the run has a folder (see Checkpointer.latest)
                     restore_from = ckpt.latest()
             cost_rows = fed.cost_breakdown()
@@ -236,7 +256,17 @@ def run(
         config = writer.config
     else:
         config.update(status=status, final=rows[-1] if rows else {}, rounds_done=int(rows[-1]["round"]) if rows else 0)
-    return RunResult(status, rows, config, out, cost_rows)
+    return RunResult(status, rows, config, out, cost_rows, kept.records if kept is not None else [])
+
+
+class KeptClients(Observer):
+    """The evaluations' per-client values of a run without a folder, for RunResult.clients."""
+
+    def __init__(self) -> None:
+        self.records: list[ClientMetrics] = []
+
+    def on_clients(self, clients: ClientMetrics) -> None:
+        self.records.append(clients)
 
 
 ROUNDS_CALL_SECONDS = 0.2

@@ -133,7 +133,7 @@ def table(claim: Claim, outcomes: dict[str, Outcome], extras: list[Variant] | No
     for v in (*claim.variants, *(extras or [])):
         o = outcomes[v.label]
         row: dict[str, Any] = {"variant": v.label, "algo": v.algo, "yours": v.yours,
-                               "settings": " ".join(f"{k}={x}" for k, x in v.settings.items()),
+                               "settings": v.described(),
                                "runs": o.n, "completed": o.completed,
                                "diverged": f"{o.diverged}/{o.n}", "failed": o.failed}
         for m in claim.metrics:
@@ -158,7 +158,7 @@ def markdown(claim: Claim, outcomes: dict[str, Outcome], header: dict[str, Any],
     for v in (*claim.variants, *(extras or [])):
         o = outcomes[v.label]
         d = f"{o.diverged}/{o.n}" if o.diverged else ""
-        settings = " ".join(f"{k}={x}" for k, x in v.settings.items())
+        settings = v.described()
         label = f"**{mark(v)}**" if v.yours else v.label
         lines.append("| " + " | ".join([label, shown_algo(v), settings, d, *(cell(o, m) for m in claim.metrics)]) + " |")
     if extras:

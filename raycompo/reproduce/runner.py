@@ -125,7 +125,7 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         settings = {**base_settings, **applicable(extra or {}, task, v.algo), **v.settings}
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=r, seed=seed, settings=settings, backend="inline",
-                            eval_every=ev, data_dir=data_dir)
+                            eval_every=ev, data_dir=data_dir, system=v.system)
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     for v in extras:
         unknown = set(v.settings) - set(applicable(v.settings, task, v.algo))
@@ -159,6 +159,8 @@ def command(job: Job) -> str:
         parts += ["--eval-every", str(c.eval_every)]
     if c.data_dir:
         parts += ["--data-dir", c.data_dir]
+    if c.system:
+        parts += ["--system", c.system]
     if c.settings:
         parts += ["--set"] + [f"{k}={'none' if v is None else v}" for k, v in c.settings.items()]
     parts += ["--out", str(job.out), "--overwrite"]

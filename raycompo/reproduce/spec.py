@@ -35,12 +35,19 @@ class Variant:
     yours: bool = False
     """An extra curve the user added (`--with`): run, tabled and drawn like the claim's
     variants, never read by the verdict. Its `algo` is the spec that finds it from any folder."""
+    system: str | None = None
+    """A simulated system for its runs (`--system`: a built-in profile name; None: none)."""
+
+    def described(self) -> str:
+        """Its settings as the tables show them ('k=v ...', and the system when it has one)."""
+        return " ".join([f"{k}={x}" for k, x in self.settings.items()] + ([f"system={self.system}"] if self.system else []))
 
 
 def V(label: str, algo: str, *, group: str = "", rounds: int | None = None, eval_every: int | None = None,
-      x_scale: float = 1.0, **settings: Any) -> Variant:
-    """One variant in one line: `V("comfedl-g1", "comfedl", gamma=1)`."""
-    return Variant(label, algo, dict(settings), group, rounds, eval_every, x_scale)
+      x_scale: float = 1.0, system: str | None = None, **settings: Any) -> Variant:
+    """One variant in one line: `V("comfedl-g1", "comfedl", gamma=1)`; `system=` a simulated
+    system's profile (`V("fedavg-drop", "fedavg", system="mobile-fastest")`)."""
+    return Variant(label, algo, dict(settings), group, rounds, eval_every, x_scale, system=system)
 
 
 @dataclass(frozen=True)

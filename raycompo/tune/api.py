@@ -42,6 +42,7 @@ def tune_arguments() -> dict[str, Arg]:
     """What `tune` accepts, argument by argument (`raycompo.arguments`); the arguments it
     shares with `raycompo.run` are checked as `run` checks them."""
     from raycompo.api import run_arguments
+    from raycompo.cost_axes import COST_AXES
     from raycompo.tune.sweep import SCHEDULERS, SEARCHES
 
     shared = run_arguments()
@@ -53,6 +54,7 @@ def tune_arguments() -> dict[str, Arg]:
         "scheduler": Arg(("choice",), choices=SCHEDULERS), "max_concurrent": positive_int(none=True),
         "seed": Arg(("int",), at_least=0, none=True), "resume": Arg(("path",), none=True),
         "num_cpus": positive_int(none=True), "stop_after": positive_int(none=True), "quiet": Arg(("bool",)),
+        "rank_at": Arg(("choice",), choices=tuple(COST_AXES), none=True),
         **{k: shared[k] for k in ("settings", "backend", "cpus_per_actor", "gpus_per_actor", "out", "address",
                                   "tracker")},
     }
@@ -83,6 +85,7 @@ def tune(
     stop_after: int | None = None,
     quiet: bool = True,
     tracker: str | Sequence[str] | None = None,
+    rank_at: str | None = None,
 ) -> SweepResult:
     """Sweep a search space with Ray Tune (+ Optuna) and return the trials and the best
     settings, as `python -m raycompo.tune` does.
@@ -98,6 +101,10 @@ def tune(
         an interrupted sweep (space and options are read from FOLDER/sweep.json).
     tracker: 'mlflow' and/or 'wandb': every trial also logged there (Ray Tune's callbacks).
     quiet=False shows the sweep's progress (a bar of trials on a terminal, lines elsewhere).
+    rank_at: 'samples', 'values' (values_up + values_down), 'bytes' (bytes_up + bytes_down)
+        or 'sim_time': rank the trials at equal cost (each trial's metric at its last
+        evaluated row whose cost is <= the smallest final cost of the completed trials;
+        `best` then holds `value_round` and `value_cost`); None: after the last round.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
     from raycompo.trackers import check_trackers
     from raycompo.tune.results import SweepStore
@@ -115,7 +122,7 @@ def tune(
         max_concurrent=max_concurrent, backend=backend, hosts_per_trial=hosts_per_trial, driver_cpus=driver_cpus,
         cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor, seed=seed,
         algorithms=list(algorithms) if algorithms else None, settings=dict(settings or {}),
-        out=None if out is None else str(out),
+        out=None if out is None else str(out), rank_at=rank_at,
     )
     space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed)
     ensure_ray(address, num_cpus)

@@ -3,6 +3,7 @@
     python -m raycompo.tune --space dro                   # Optuna TPE, a few trials per algorithm
     python -m raycompo.tune --space dro --search grid     # the paper's whole grid
     python -m raycompo.tune --space dro --full            # the full-MNIST task (download)
+    python -m raycompo.tune --space dro --rank-at values  # algorithms compared at equal values sent
     python -m raycompo.tune --resume sweep_results/dro-20250101-120000
 
 Writes trials.csv (one row per trial, with the command that re-runs it),
@@ -19,6 +20,7 @@ import signal
 import sys
 
 from raycompo.backends import backend_names
+from raycompo.cost_axes import COST_AXES
 from raycompo.engine.signals import exit_code, sigterm_as_sigint
 from raycompo.errors import RaycompoError
 from raycompo.settings import parse_sets
@@ -50,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=None, help="rounds per trial (default: the space's `rounds`)")
     p.add_argument("--metric", default=None, help="column to optimize (default: the space's, e.g. val_acc_worst)")
     p.add_argument("--mode", choices=("max", "min"), default=None, help="default: the space's")
+    p.add_argument("--rank-at", choices=tuple(COST_AXES), default=None, metavar="COST",
+                   help="rank the trials at equal cost instead of after the last round: each trial's metric at its "
+                        "last evaluated row whose cost is <= the smallest final cost of the completed trials; COST: "
+                        "samples, values (values_up + values_down), bytes (bytes_up + bytes_down) or sim_time "
+                        "(trials with a simulated system)")
     p.add_argument("--scheduler", choices=SCHEDULERS, default="none",
                    help="asha: stop poor trials early (ASHA on the rounds)")
     p.add_argument("--max-concurrent", type=int, default=None,
@@ -113,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         hosts_per_trial=args.hosts_per_trial, driver_cpus=args.driver_cpus, cpus_per_actor=args.cpus_per_actor,
         gpus_per_actor=args.gpus_per_actor, full=args.full, data_dir=args.data_dir, seed=args.seed,
         algorithms=args.algos, out=args.out, reuse_actors=not args.no_reuse_actors,
-        reuse_hosts=not args.no_reuse_hosts,
+        reuse_hosts=not args.no_reuse_hosts, rank_at=args.rank_at,
     )
     try:
         opts.settings = parse_sets(args.sets)

@@ -8,7 +8,9 @@
                  the `python -m raycompo.run` line that re-runs the trial;
 * `metrics.parquet`  every trial's per-round rows with a trial_id column
                  (`pandas.read_parquet`); `metrics.jsonl` is its append log;
-* `best.json`    the best trial per algorithm: settings, value, command;
+* `best.json`    the best trial per algorithm: settings, value, command (with
+                 `--rank-at`, the value at equal cost and where it was read:
+                 tune/equal_cost.py);
 * `tune/`        Ray Tune's own experiment folders, one per run of the sweep (the first,
                  each --resume): result.json and progress.csv per trial, which
                  `tune.ExperimentAnalysis(<folder>)` reads, and TensorBoard event files.
@@ -33,6 +35,7 @@ import pandas as pd
 
 from raycompo.errors import ConfigError
 from raycompo.results import write_json_atomic
+from raycompo.tune.equal_cost import at_equal_cost
 
 DONE = ("completed", "diverged", "stopped")
 FIRST_COLUMNS = ["trial_id", "algorithm", "task", "status", "rounds_done"]
@@ -229,16 +232,27 @@ class SweepStore:
         return df
 
     def write_best(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """best.json: per algorithm its best trial, by the metric after the last round or,
+        with `meta["rank_at"]` (a cost axis), at equal cost (tune/equal_cost.py: read from
+        metrics.parquet, which `write_metrics` writes first)."""
         metric, mode = meta["metric"], meta["mode"]
         df = self.done_rows()
         best: dict[str, Any] = {"space": meta["space"], "task": meta["task"], "metric": metric, "mode": mode,
                                 "algorithms": {}}
         col = f"final_{metric}"
+        equal = None
+        if meta.get("rank_at"):
+            rows = pd.read_parquet(self.parquet_path) if self.parquet_path.exists() else pd.DataFrame()
+            equal = at_equal_cost(df, rows, metric, meta["rank_at"])
+            best["rank_at"] = equal.record()
         for algo in meta["algorithms"]:
             rows = df[df["algorithm"] == algo] if len(df) else df
             entry: dict[str, Any] = {"trials": int(len(rows)), "completed": int((rows["status"] == "completed").sum()) if len(rows) else 0,
                                      "diverged": int((rows["status"] == "diverged").sum()) if len(rows) else 0}
             vals = _to_numeric(rows[col]).astype(float) if len(rows) and col in rows else pd.Series(dtype=float)
+            if equal is not None and len(vals):  # the metric at the common cost; a diverged trial keeps its +-inf
+                vals = pd.Series([v if math.isinf(v) else equal.values.get(t, {}).get("value", math.nan)
+                                  for t, v in zip(rows["trial_id"], vals)], index=vals.index, dtype=float)
             finite = vals[vals.abs() < math.inf] if len(vals) else vals
             if len(finite):
                 # ranked by the metric after the last round (a scheduler-stopped trial: its last round)
@@ -249,6 +263,9 @@ class SweepStore:
                     best_value=_num(r.get(f"best_{metric}")), best_round=int(r["best_round"]),
                     status=r["status"], settings=json.loads(r["settings"]), command=r["command"],
                 )
+                if equal is not None:  # where the value was read
+                    entry.update(value_round=equal.values[r["trial_id"]]["round"],
+                                 value_cost=equal.values[r["trial_id"]]["cost"])
             best["algorithms"][algo] = entry
         write_json_atomic(self.best_path, best)
         return best
@@ -271,18 +288,37 @@ def _to_numeric(s: pd.Series) -> pd.Series:
 
 
 def best_table(best: dict[str, Any], swept: dict[str, list[str]]) -> str:
-    """A plain-text table: one line per algorithm with its best settings."""
+    """A plain-text table: one line per algorithm with its best settings. Ranked at equal
+    cost (best.json's "rank_at"), a first line says at which cost and the metric column
+    gives the round it was read at."""
     metric = best["metric"]
+    at = best.get("rank_at")
     head = ["algorithm", f"{metric}", "rounds", "best over rounds (round)", "trials", "diverged", "settings"]
+    if at:
+        head[1], head[2] = f"{metric} at {at['axis']} <= {_cost_text(at['cost'])} (round)", "rounds done"
     lines = []
     for algo, e in best["algorithms"].items():
         if "value" not in e:
             why = "(no finished trial)" if not e["trials"] else "(every trial diverged)"
+            if at and e.get("trials", 0) > e.get("diverged", 0):
+                why = f"(no evaluated row at {at['axis']} <= {_cost_text(at['cost'])})"
             lines.append([algo, "-", "-", "-", str(e["trials"]), str(e.get("diverged", 0)), why])
             continue
         settings = " ".join(f"{k}={e['settings'][k]}" for k in swept.get(algo, []) if k in e["settings"])
         bv = "-" if e.get("best_value") is None else f"{e['best_value']:.4f} ({e['best_round']})"
-        lines.append([algo, f"{e['value']:.4f}", str(e["rounds_done"]), bv, str(e["trials"]), str(e.get("diverged", 0)), settings])
+        value = f"{e['value']:.4f}" + (f" ({e.get('value_round')})" if at else "")
+        lines.append([algo, value, str(e["rounds_done"]), bv, str(e["trials"]), str(e.get("diverged", 0)), settings])
     widths = [max(len(h), *(len(r[i]) for r in lines)) if lines else len(h) for i, h in enumerate(head)]
     fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
+    intro = []
+    if at:
+        cols = " + ".join(at["columns"])
+        intro = [f"ranked at equal {at['axis']} ({cols}): each trial's {metric} at its last evaluated row with "
+                 f"{at['axis']} <= {_cost_text(at['cost'])}, the smallest final {at['axis']} of the completed trials"]
+    return "\n".join(intro + [fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in lines])
+
+
+def _cost_text(c: float | None) -> str:
+    if c is None:
+        return "- (no completed trial has the cost columns)"
+    return f"{c:.6g}"

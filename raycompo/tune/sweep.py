@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from raycompo.backends import get_backend
+from raycompo.cost_axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
 from raycompo.plugins import loaded
 from raycompo.tune.results import SweepStore, _num, best_table, command_line
@@ -78,6 +79,9 @@ class SweepOptions:
     reuse_hosts: bool = True
     """--backend ray: a trial actor keeps its host actors for its next trial (trainable.py)."""
     optuna_seed: int = 0
+    rank_at: str | None = None
+    """A cost axis (samples, values, bytes, sim_time): rank the trials at equal cost
+    (tune/equal_cost.py) instead of after the last round. The search itself is unchanged."""
 
 
 @dataclass
@@ -132,7 +136,10 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         raise ConfigError(f"--mode must be max or min, got {mode!r}")
     validate(space, full=opts.full, data_dir=opts.data_dir, algorithms=algos)
     metric = opts.metric or space.metric
-    check_metric(space, metric, probe_metrics(space, full=opts.full, data_dir=opts.data_dir))
+    columns = probe_metrics(space, full=opts.full, data_dir=opts.data_dir)
+    check_metric(space, metric, columns)
+    if opts.rank_at is not None:
+        check_rank_at(opts.rank_at, columns, space.task)
     out = Path(opts.out or f"sweep_results/{space.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     store = SweepStore(out)
     if store.exists() or store.trials_path.exists():
@@ -143,9 +150,20 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         "task": space.full_task if opts.full else space.task, "rounds": opts.rounds or space.rounds,
         "seed": space.seed if opts.seed is None else opts.seed,
         "samples": opts.samples or space.samples, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "rank_at": opts.rank_at,
     }
     meta["space"]["name"] = space.name
     return space, meta, store
+
+
+def check_rank_at(axis: str, columns: list[str], task: str) -> None:
+    """ConfigError unless `axis` is a cost axis whose columns the task's rows have."""
+    if axis not in COST_AXES:
+        raise ConfigError(f"unknown --rank-at {axis!r}; choose one of: {', '.join(COST_AXES)}")
+    missing = missing_columns(columns, axis)
+    if missing:
+        raise ConfigError(f"--rank-at {axis} needs the column(s) {', '.join(COST_AXES[axis])}, which the rows of "
+                          f"task {task} lack ({', '.join(missing)}): {where_from(axis)}")
 
 
 RESUME_OPTIONS = ("search", "scheduler", "backend", "hosts_per_trial", "driver_cpus", "cpus_per_actor", "gpus_per_actor",

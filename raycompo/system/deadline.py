@@ -1,0 +1,41 @@
+"""The deadline policy: over-selection, as production federated learning does it
+(Bonawitz et al. 2019, "Towards federated learning at scale": select ~130 % of the target,
+close the round when the target number has reported, abandon it at the deadline).
+
+`ceil(over_selection * m)` online candidates are chosen; the m predicted to finish first
+are kept, and only those within the deadline. The algorithm sees exactly m clients (its
+maths, e.g. dividing by len(cohort), is unchanged); the others are reported as dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def candidates_for(m: int, over_selection: float, available: int) -> int:
+    """How many candidates a cohort of m is chosen from: ceil(over_selection * m), at most
+    the clients there are."""
+    return min(available, max(m, math.ceil(over_selection * m - 1e-9)))
+
+
+@dataclass
+class Choice:
+    """The outcome of one selection attempt."""
+
+    kept: list[int]
+    """The m clients predicted to finish first, sorted by id (empty: the round is abandoned)."""
+    dropped: list[int]
+    """The other candidates, sorted by id."""
+    close_s: float
+    """Predicted time the round closes: the m-th fastest kept finish (the deadline when abandoned)."""
+
+
+def choose(predicted: dict[int, float], m: int, deadline_s: float | None) -> Choice:
+    """Keep the m candidates of smallest predicted finish time (ties by client id) when all
+    m are within `deadline_s`; otherwise keep none (the round is abandoned at the deadline)."""
+    order = sorted(predicted, key=lambda c: (predicted[c], c))
+    kept = order[:m]
+    if len(kept) < m or (deadline_s is not None and predicted[kept[-1]] > deadline_s):
+        return Choice([], sorted(predicted), deadline_s if deadline_s is not None else math.inf)
+    return Choice(sorted(kept), sorted(order[m:]), predicted[kept[-1]])

@@ -1,0 +1,175 @@
+"""Per-client devices: compute throughput, uplink and downlink bandwidth, latency.
+
+Drawn (the default): client c's class is drawn with the classes' weights from
+(seed, c); its FLOP/s is the class's times exp(flops_sigma * Z); each network quantity is
+`median * exp(sigma * Z)`, every Z its own keyed standard normal. O(1) per client, no table.
+
+Read from a CSV (`devices.csv` in a profile): a header and one row per device, columns
+`flops` (FLOP/s), `uplink_bytes_per_s`, `downlink_bytes_per_s` (bytes/s), `latency_s`
+(one way, seconds), optionally `class` (a name) and `client` (an id). With a `client`
+column every client 0..n-1 has exactly its row; without it the table is a pool of devices
+and client c gets row `hash(seed, c) mod rows` (as FedScale maps clients onto its trace).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+
+from raycompo.errors import ConfigError
+from raycompo.system import draws
+from raycompo.system.profile import Devices
+
+CSV_COLUMNS = ("flops", "uplink_bytes_per_s", "downlink_bytes_per_s", "latency_s")
+"""The numeric columns a device CSV must have (plus optional `client` and `class`)."""
+
+CACHE_MAX = 200_000
+"""Devices kept after their first look-up; past this the cache starts again (a device is a
+pure function of (seed, client): dropping it loses only time)."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """One client's device."""
+
+    cls: str
+    """Its class name (e.g. 'low', 'mid', 'high'; a CSV's `class`, or 'csv')."""
+    flops: float
+    """Effective training throughput, FLOP/s."""
+    uplink: float
+    """Bytes per second to the server."""
+    downlink: float
+    """Bytes per second from the server."""
+    latency: float
+    """One-way latency, seconds."""
+
+    def transfer_s(self, bytes_down: float, bytes_up: float) -> float:
+        """Seconds to receive `bytes_down` and send `bytes_up`, a latency each way."""
+        return 2 * self.latency + bytes_down / self.downlink + bytes_up / self.uplink
+
+
+class DeviceModel:
+    """`device(c)`: client c's Device, from the profile's distributions or its CSV."""
+
+    def __init__(self, spec: Devices, seed: int, n_clients: int, model_size: int,
+                 table: tuple[list[Device], bool] | None = None):
+        """`table`: the CSV's content as `read_devices_csv` returned it (None: read it here)."""
+        self.spec = spec
+        self.seed = seed
+        self.n_clients = n_clients
+        self.flop_per_sample = spec.flop_per_sample_per_param * model_size
+        """FLOP of one sample (flop_per_sample_per_param * d)."""
+        self._cache: dict[int, Device] = {}
+        self._rates: dict[int, tuple[float, float, float, float]] = {}
+        self._rows: list[Device] | None = None
+        self._by_client = False
+        if spec.csv is not None:
+            self._rows, self._by_client = table if table is not None else read_devices_csv(spec.csv, n_clients)
+        self._pre = {p: draws.prefix(seed, p) for p in (draws.DEVICE_CLASS, draws.DEVICE_FLOPS, draws.UPLINK,
+                                                         draws.DOWNLINK, draws.LATENCY, draws.DEVICE_ROW)}
+        total = sum(c.weight for c in spec.classes)
+        self._cum = [sum(c.weight for c in spec.classes[: i + 1]) / total for i in range(len(spec.classes))]
+
+    def seconds_per_sample(self, device: Device) -> float:
+        """Compute seconds of one sample on `device`: flop_per_sample_per_param * d / flops."""
+        return self.flop_per_sample / device.flops
+
+    def rates(self, c: int) -> tuple[float, float, float, float]:
+        """(2 * latency, seconds per byte down, per byte up, per sample) of client c's
+        device: the terms of `clock.member_time`, cached (an exchange of every client reads
+        them once per member)."""
+        r = self._rates.get(c)
+        if r is None:
+            if len(self._rates) >= CACHE_MAX:
+                self._rates.clear()
+            d = self.device(c)
+            r = self._rates[c] = (2 * d.latency, 1.0 / d.downlink, 1.0 / d.uplink, self.seconds_per_sample(d))
+        return r
+
+    def device(self, c: int) -> Device:
+        d = self._cache.get(c)
+        if d is None:
+            if len(self._cache) >= CACHE_MAX:
+                self._cache.clear()
+            d = self._cache[c] = self._make(c)
+        return d
+
+    def _make(self, c: int) -> Device:
+        if self._rows is not None:
+            return self._rows[c] if self._by_client else self._rows[draws.index(self._pre[draws.DEVICE_ROW], len(self._rows), c)]
+        s, p = self.spec, self._pre
+        u = draws.unit(p[draws.DEVICE_CLASS], c)
+        k = next((i for i, edge in enumerate(self._cum) if u <= edge), len(self._cum) - 1)
+        cls = s.classes[k]
+        return Device(
+            cls.name,
+            draws.lognormal(p[draws.DEVICE_FLOPS], cls.flops, s.flops_sigma, c),
+            draws.lognormal(p[draws.UPLINK], s.uplink_bytes_per_s.median, s.uplink_bytes_per_s.sigma, c),
+            draws.lognormal(p[draws.DOWNLINK], s.downlink_bytes_per_s.median, s.downlink_bytes_per_s.sigma, c),
+            draws.lognormal(p[draws.LATENCY], s.latency_s.median, s.latency_s.sigma, c),
+        )
+
+
+def read_devices_csv(path: str, n_clients: int) -> tuple[list[Device], bool]:
+    """(the devices, whether they are by client id) of a device CSV; ConfigError on a
+    malformed file, a client id out of range or listed twice, or a client missing."""
+    where = f"device CSV {path}"
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            missing = [c for c in CSV_COLUMNS if c not in header]
+            if missing:
+                raise ConfigError(f"{where}: missing column(s) {', '.join(missing)}; a device CSV has a header with "
+                                  f"{', '.join(CSV_COLUMNS)} and optionally client, class")
+            extra = [c for c in header if c not in (*CSV_COLUMNS, "client", "class")]
+            if extra:
+                raise ConfigError(f"{where}: unknown column(s) {', '.join(extra)}; accepted: "
+                                  f"{', '.join((*CSV_COLUMNS, 'client', 'class'))}")
+            by_client = "client" in header
+            rows: list[tuple[int, Device]] = []
+            for line, r in enumerate(reader, 2):
+                if None in r or None in r.values():
+                    raise ConfigError(f"{where}: line {line} does not have the header's {len(header)} fields")
+                vals = []
+                for col in CSV_COLUMNS:
+                    try:
+                        v = float(r[col])
+                    except ValueError:
+                        raise ConfigError(f"{where}: line {line}: {col}={r[col]!r} is not a number") from None
+                    if not math.isfinite(v) or v < 0 or (v == 0 and col != "latency_s"):
+                        raise ConfigError(f"{where}: line {line}: {col}={r[col]} must be a finite number > 0"
+                                          f"{' (>= 0 for latency_s)' if col == 'latency_s' else ''}")
+                    vals.append(v)
+                cid = _client_id(r["client"], where, line, n_clients) if by_client else line - 2
+                rows.append((cid, Device(r.get("class") or "csv", *vals)))
+    except FileNotFoundError:
+        raise ConfigError(f"{where} does not exist") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError(f"{where} is not a readable CSV ({type(exc).__name__}: {exc})") from None
+    if not rows:
+        raise ConfigError(f"{where} holds no device (a header and at least one row)")
+    if not by_client:
+        return [d for _, d in rows], False
+    table: list[Device | None] = [None] * n_clients
+    for cid, d in rows:
+        if table[cid] is not None:
+            raise ConfigError(f"{where}: client {cid} is listed twice")
+        table[cid] = d
+    absent = [c for c, d in enumerate(table) if d is None]
+    if absent:
+        raise ConfigError(f"{where}: the task has {n_clients} clients and the CSV lists {n_clients - len(absent)}; "
+                          f"missing e.g. {', '.join(map(str, absent[:5]))}. List every client, or drop the client "
+                          "column to use the table as a pool of devices")
+    return [d for d in table if d is not None], True
+
+
+def _client_id(text: str, where: str, line: int, n_clients: int) -> int:
+    try:
+        cid = int(text)
+    except ValueError:
+        raise ConfigError(f"{where}: line {line}: client={text!r} is not an integer id") from None
+    if not 0 <= cid < n_clients:
+        raise ConfigError(f"{where}: line {line}: client {cid} does not exist (the task has clients 0..{n_clients - 1})")
+    return cid
