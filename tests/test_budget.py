@@ -104,3 +104,14 @@ def test_resume_with_a_larger_budget_continues_the_counts(tmp_path):
     frame = pd.read_csv(out / "metrics.csv")
     assert list(frame["round"]) == [0, 1, 2, 3, 4] and list(frame["exchanges"]) == [0, 1, 2, 3, 4]
     assert list(frame["samples"]) == [k * SAMPLES_PER_ROUND for k in range(5)]
+
+
+def test_a_sim_time_budget_with_a_simulated_system():
+    free = small_run(rounds=5, system="uniform")
+    times = [r["sim_time"] for r in free.rows]
+    assert times[2] < times[3]  # the clock moves every round
+    limit = (times[2] + times[3]) / 2  # reached during round 3
+    stopped = small_run(rounds=5, system="uniform", budget={"sim_time": limit})
+    assert stopped.status == "completed" and stopped.final["round"] == 3
+    assert stopped.final["stopped"].startswith("budget sim_time=")
+    assert [r["sim_time"] for r in stopped.rows] == times[:4]

@@ -128,3 +128,24 @@ def test_records_compare_by_value_and_a_cut_last_line_is_dropped_when_read(tmp_p
     with open(tmp_path / "clients.csv", "a") as f:
         f.write("2,0,val_acc,0.")  # a kill during a write
     pd.testing.assert_frame_equal(read_clients(tmp_path), whole)
+
+
+def test_a_simulated_systems_columns_in_clients_csv_and_sim_time_plotted(tmp_path):
+    import raycompo
+
+    result = run(dataclasses.replace(CFG, rounds=2, system="mobile"), out=str(tmp_path / "run"))
+    clients = result.clients
+    base = ["round", "client", "metric", "value", "n_samples"]
+    assert list(clients.columns[:5]) == base and "device" in clients.columns  # Federation.client_columns
+    assert (clients.groupby("client")["device"].nunique() == 1).all()  # a client keeps its device
+    # the columns at round r are the system's, as Federation.client_columns gives them then
+    fed = Federation(dataclasses.replace(CFG, rounds=2, system="mobile"))
+    try:
+        expected = fed.client_columns([0, 1, 2, 3])
+    finally:
+        fed.close()
+    at0 = clients[(clients["round"] == 0) & (clients["metric"] == "val_acc")].set_index("client")
+    for c, cols in expected.items():
+        assert at0.loc[c, "device"] == cols["device"]
+    x = raycompo.plot(tmp_path, "val_acc", x="sim_time").axes[0].get_lines()[0].get_xdata()
+    np.testing.assert_allclose(x, result.metrics["sim_time"].to_numpy())
