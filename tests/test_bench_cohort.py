@@ -37,10 +37,11 @@ def test_a_tiny_run_prints_a_measured_row(capsys):
     row = next(line for line in out.splitlines() if line.startswith("synthetic"))
     cells = row.split()
     assert cells[:3] == ["synthetic", "comfedl", "3"]
-    floor, flop_floor, hand, inline, vec = (float(c) for c in cells[3:8])
+    floor, flop_floor, hand, hand_batched, inline, vec = (float(c) for c in cells[3:9])
     assert 0 < floor < min(hand, inline, vec)  # the products alone are below every engine's round
     assert 0 < flop_floor < min(hand, inline, vec)
-    assert cells[8:10] == ["nan", "nan"]  # --no-ray
-    ratio = float(cells[10].rstrip("x"))  # vec/floor, of the unrounded times (cells: 2 decimals of a ms)
+    assert cells[6] == "nan"  # the hand-written batched round is FedAvg's only
+    assert cells[9:11] == ["nan", "nan"]  # --no-ray
+    ratio = float(cells[11].rstrip("x"))  # vec/floor, of the unrounded times (cells: 2 decimals of a ms)
     assert (vec - 0.005) / (floor + 0.005) - 0.05 <= ratio <= (vec + 0.005) / (floor - 0.005) + 0.05
     assert "GFLOP/s" in out and "load average" in out

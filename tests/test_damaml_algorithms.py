@@ -11,6 +11,7 @@ from raycompo.algorithms.fedmaml import FedMaml, FedMamlSettings
 from raycompo.config import resolve
 from raycompo.engine.federation import Federation
 from raycompo.engine.host import ClientCtx
+from raycompo.per_client import N_SAMPLES_KEY
 from raycompo.problems import compositional_gradient
 from raycompo.tasks.base import ClientData
 from tests.damaml_common import tiny_config
@@ -94,5 +95,6 @@ def test_fedavg_evaluates_after_adaptation_only_when_asked():
     m0, m1 = plain.evaluate(), adapted.evaluate()
     direct = task.evaluate(plain.w, client)
     per_client0 = plain.pool.map("evaluate", 0, {0: 1}, {"w": plain.w}, False)[0]
+    assert per_client0.pop(N_SAMPLES_KEY) == client.num_samples  # the engine's n_i, for clients.csv
     assert per_client0 == direct  # eval_adapt_steps=0: the global model itself (old behaviour)
     assert m0["val_loss"] != m1["val_loss"]

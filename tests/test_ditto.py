@@ -4,6 +4,7 @@ v <- v - lr (grad f_i(v) + lam (v - w_s)); evaluation uses them."""
 import torch
 
 from raycompo.engine.federation import Federation
+from raycompo.per_client import N_SAMPLES_KEY
 from tests.damaml_common import tiny_config
 
 
@@ -30,5 +31,6 @@ def test_personal_model_update_and_persistence():
     torch.testing.assert_close(fed.client_state(3)["v"], expected, rtol=1e-5, atol=1e-6)
     # evaluation uses the personal model
     metrics = fed.pool.map("evaluate", 2, {3: 1}, {"w": fed.w}, False)[3]
+    assert metrics.pop(N_SAMPLES_KEY) == c.data.num_samples  # the engine's n_i, for clients.csv
     assert metrics == host.task.evaluate(fed.client_state(3)["v"], c.data)
     assert metrics != host.task.evaluate(fed.w, c.data)

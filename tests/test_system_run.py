@@ -250,3 +250,14 @@ def test_python_api_takes_a_name_or_a_path_and_refuses_other_types(tmp_path):
     assert r.rows[-1]["dropped"] == 3 and r.config["system"] == str(tmp_path / "p.yaml")
     with pytest.raises(ConfigError, match=r"raycompo.run: system must be a path .* got 5 \(an int\)"):
         raycompo.run("synthetic", "fedavg", rounds=1, settings=FEDAVG, system=5)
+
+
+def test_clients_file_carries_each_clients_device_and_counters(tmp_path):
+    import pandas as pd
+
+    run(fedavg(rounds=2, system="mobile"), out=str(tmp_path / "run"))
+    clients = pd.read_csv(tmp_path / "run" / "clients.csv")
+    assert {"device", "flops", "s_per_sample", "drawn", "online", "selected", "dropped", "wasted_s"} <= set(clients)
+    last = clients[(clients["round"] == 2) & (clients["metric"] == clients["metric"].iloc[0])]
+    assert len(last) == 40 and last["selected"].sum() == 2 * 6 and last["dropped"].sum() == 2 * 2
+    assert set(last["device"]) <= {"low", "mid", "high"}

@@ -5,7 +5,7 @@
   round        seconds per round of one ComFedL run: hand-written torch loop vs inline vs ray,
                and the cost of the Ray driver's pool_stats() (`python -m raycompo.bench
                --threads 1`, options and no NAME, runs this one)
-  cohort       seconds per round of m = 10..1000 clients: FLOP floor, hand loop, inline, inline
+  cohort       seconds per round of m = 10..1000 clients: floors, hand loop, hand batched, inline, inline
                vectorized, ray, ray vectorized (FedAvg and ComFedL, two workloads)
   startup      from the command to round 1, inline vs ray (with and without the dashboard),
                and where the time goes (imports, Ray start, actors, first rows)

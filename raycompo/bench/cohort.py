@@ -8,6 +8,10 @@
                  product (the former floor: products of these shapes never reach that rate,
                  so it is several times too low; kept for comparison)
   hand loop      a plain torch loop over the clients (autograd, the same data and draws)
+  hand batched   FedAvg's batched round written by hand (bench/hand_batched.py): the same
+                 seeded draws and maths as 'inline vec', ending at its model, with nothing
+                 around the products: the attainable figure (nan for ComFedL, and where a
+                 client holds fewer samples than the batch)
   inline         raycompo's in-process backend, client by client (--vectorize off)
   inline vec     the same, the cohort as one batched computation (--vectorize on)
   ray            the Ray backend (driver actor, client-host actors), client by client
@@ -22,7 +26,7 @@ every later round would time arithmetic on NaNs.
 
     python -m raycompo.bench cohort --threads 1 [--m 10 100 1000] [--rounds 5] [--no-ray] [--cpu-time]
 
-`--cpu-time` measures the floor, the hand loop and the inline columns in this process's CPU
+`--cpu-time` measures the floor, the two hand columns and the inline columns in this process's CPU
 seconds instead of wall-clock ones: with one torch thread, the work itself, far less
 sensitive to other processes on a shared machine (the Ray columns stay wall clock).
 
@@ -42,9 +46,11 @@ from typing import Any
 
 import torch
 
+from raycompo.bench.hand_batched import hand_batched_seconds_per_round
 from raycompo.bench.timing import engine_seconds_per_round, hand_loop_seconds_per_round
 from raycompo.config import RunConfig, resolve
 from raycompo.engine.federation import Federation
+from raycompo.errors import ConfigError
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "logistic-784": {"n_features": 784, "n_classes": 10, "tau": 5, "batch_size": 32, "lr": 0.01},
@@ -155,12 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hosts", type=int, default=2, help="Ray host actors (the cohort split evenly)")
     p.add_argument("--threads", type=int, default=None, help="torch threads in this process (default: torch's choice)")
     p.add_argument("--cpu-time", action="store_true",
-                   help="floor, hand loop and inline columns in this process's CPU seconds (ray columns stay wall clock)")
+                   help="floor, hand and inline columns in this process's CPU seconds (ray columns stay wall clock)")
     p.add_argument("--floor-repeats", type=int, default=20, help="timings of the round's products; the floor is the best")
     return p
 
 
-COLUMNS = ("hand loop", "inline", "inline vec", "ray", "ray vec")
+COLUMNS = ("hand loop", "hand batched", "inline", "inline vec", "ray", "ray vec")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         ray.init(include_dashboard=False, log_to_driver=False, num_cpus=max(2, args.hosts))
     print(f"float32 matmul rate here (1024^3 product): {rate / 1e9:.1f} GFLOP/s with {torch.get_num_threads()} torch "
           f"thread(s); ray hosts: {args.hosts if use_ray else '-'}")
-    header = f"{'workload':<13} {'algo':<8} {'m':>5} {'floor':>8} {'flop floor':>10} " + " ".join(f"{c:>10}" for c in COLUMNS)
-    print(header + "   vec/floor  inline/vec  hand/vec" + ("   (largest host: ray / ray vec)" if use_ray else ""))
+    header = f"{'workload':<13} {'algo':<8} {'m':>5} {'floor':>8} {'flop floor':>10} " + " ".join(f"{c:>{max(10, len(c))}}" for c in COLUMNS)
+    print(header + "   vec/floor  inline/vec  hand/vec  inline/hand-b  vec/hand-b" + ("   (largest host: ray / ray vec)" if use_ray else ""))
     clock = time.process_time if args.cpu_time else time.perf_counter
     unit = "CPU ms of this process" if args.cpu_time else "wall ms"
     print(" " * 37 + f"{unit}/round (floor: the round's batched products alone; flop floor: its FLOPs at the 1024^3 rate)")
@@ -198,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
                     floors.append(products_seconds(*shapes, repeats=args.floor_repeats, clock=clock))
                     hand = hand_loop_seconds_per_round(cfg, args.rounds, 1)
                     times["hand loop"].append(hand.cpu if args.cpu_time else hand.wall)
+                    try:
+                        batched = hand_batched_seconds_per_round(cfg, args.rounds, 1)
+                        times["hand batched"].append(batched.cpu if args.cpu_time else batched.wall)
+                    except ConfigError:  # not FedAvg on clients of at least a batch: no hand-written form
+                        pass
                     for col, v in (("inline", "off"), ("inline vec", "on")):
                         fed = Federation(config(workload, algo, m, "inline", v))
                         times[col].append(engine_seconds(fed, args.rounds, args.cpu_time))
@@ -207,10 +218,11 @@ def main(argv: list[str] | None = None) -> int:
                             times[col].append(sec)
                 floor = min(floors)
                 med = {c: statistics.median(v) if v else float("nan") for c, v in times.items()}
-                cells = " ".join(f"{med[c] * 1e3:10.2f}" for c in COLUMNS)
+                cells = " ".join(f"{med[c] * 1e3:{max(10, len(c))}.2f}" for c in COLUMNS)
                 print(f"{workload:<13} {algo:<8} {m:>5} {floor * 1e3:8.2f} {flop_floor * 1e3:10.2f} {cells}   "
                       f"{med['inline vec'] / floor:9.1f}x {med['inline'] / med['inline vec']:10.1f}x "
-                      f"{med['hand loop'] / med['inline vec']:8.1f}x"
+                      f"{med['hand loop'] / med['inline vec']:8.1f}x {med['inline'] / med['hand batched']:13.1f}x "
+                      f"{med['inline vec'] / med['hand batched']:10.2f}x"
                       + (f"   host RSS {rss['ray']:.0f} / {rss['ray vec']:.0f} MB" if rss else ""), flush=True)
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if use_ray:
