@@ -190,7 +190,7 @@ def test_missing_tracker_package_is_exit_2(monkeypatch, tmp_path, capsys):
     assert main([*TOY, "--rounds", "1", "--tracker", "wandb", "--out", str(tmp_path / "r")]) == 2
     assert 'pip install -e ".[wandb]"' in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
-    with pytest.raises(ConfigError, match="unknown tracker"):
+    with pytest.raises(ConfigError, match="tracker must be a name or a list of names"):
         raycompo.run("toy-co", "fedavg-co", rounds=1, tracker="tensorboard")
 
 
