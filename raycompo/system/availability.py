@@ -22,11 +22,11 @@ Nothing here scans the n clients: each answer looks at one client.
 from __future__ import annotations
 
 import bisect
-import csv
 import math
 
 from raycompo.errors import ConfigError
 from raycompo.system import draws
+from raycompo.system.csv_file import csv_reader
 from raycompo.system.profile import Availability as Spec
 
 DAY_S = 86400.0
@@ -163,32 +163,26 @@ def read_trace(path: str, n_clients: int, period_s: float | None) -> dict[int, t
     or a trace in which no client is ever online."""
     where = f"availability trace {path}"
     spans: dict[int, list[tuple[float, float]]] = {}
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            if list(reader.fieldnames or []) != ["client", "start_s", "end_s"]:
-                raise ConfigError(f"{where}: the header must be exactly client,start_s,end_s (seconds of simulated "
-                                  f"time), got {','.join(reader.fieldnames or [])!r}")
-            for line, r in enumerate(reader, 2):
-                if None in r or None in r.values():
-                    raise ConfigError(f"{where}: line {line} does not have 3 fields")
-                try:
-                    c, a, b = int(r["client"]), float(r["start_s"]), float(r["end_s"])
-                except ValueError:
-                    raise ConfigError(f"{where}: line {line}: expected an integer client and two numbers, got "
-                                      f"{r['client']!r}, {r['start_s']!r}, {r['end_s']!r}") from None
-                if not 0 <= c < n_clients:
-                    raise ConfigError(f"{where}: line {line}: client {c} does not exist (the task has clients "
-                                      f"0..{n_clients - 1})")
-                if not (math.isfinite(a) and math.isfinite(b) and 0 <= a < b):
-                    raise ConfigError(f"{where}: line {line}: an interval needs 0 <= start_s < end_s, got {a:g}, {b:g}")
-                if period_s is not None and b > period_s:
-                    raise ConfigError(f"{where}: line {line}: end_s {b:g} is past the trace's period_s {period_s:g}")
-                spans.setdefault(c, []).append((a, b))
-    except FileNotFoundError:
-        raise ConfigError(f"{where} does not exist") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ConfigError(f"{where} is not a readable CSV ({type(exc).__name__}: {exc})") from None
+    with csv_reader(path, where) as reader:
+        if list(reader.fieldnames or []) != ["client", "start_s", "end_s"]:
+            raise ConfigError(f"{where}: the header must be exactly client,start_s,end_s (seconds of simulated "
+                              f"time), got {','.join(reader.fieldnames or [])!r}")
+        for line, r in enumerate(reader, 2):
+            if None in r or None in r.values():
+                raise ConfigError(f"{where}: line {line} does not have 3 fields")
+            try:
+                c, a, b = int(r["client"]), float(r["start_s"]), float(r["end_s"])
+            except ValueError:
+                raise ConfigError(f"{where}: line {line}: expected an integer client and two numbers, got "
+                                  f"{r['client']!r}, {r['start_s']!r}, {r['end_s']!r}") from None
+            if not 0 <= c < n_clients:
+                raise ConfigError(f"{where}: line {line}: client {c} does not exist (the task has clients "
+                                  f"0..{n_clients - 1})")
+            if not (math.isfinite(a) and math.isfinite(b) and 0 <= a < b):
+                raise ConfigError(f"{where}: line {line}: an interval needs 0 <= start_s < end_s, got {a:g}, {b:g}")
+            if period_s is not None and b > period_s:
+                raise ConfigError(f"{where}: line {line}: end_s {b:g} is past the trace's period_s {period_s:g}")
+            spans.setdefault(c, []).append((a, b))
     if not spans:
         raise ConfigError(f"{where} holds no interval: no client is ever online")
     out = {}

@@ -13,12 +13,12 @@ and client c gets row `hash(seed, c) mod rows` (as FedScale maps clients onto it
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 
 from raycompo.errors import ConfigError
 from raycompo.system import draws
+from raycompo.system.csv_file import csv_reader
 from raycompo.system.profile import Devices
 
 CSV_COLUMNS = ("flops", "uplink_bytes_per_s", "downlink_bytes_per_s", "latency_s")
@@ -115,39 +115,33 @@ def read_devices_csv(path: str, n_clients: int) -> tuple[list[Device], bool]:
     """(the devices, whether they are by client id) of a device CSV; ConfigError on a
     malformed file, a client id out of range or listed twice, or a client missing."""
     where = f"device CSV {path}"
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            missing = [c for c in CSV_COLUMNS if c not in header]
-            if missing:
-                raise ConfigError(f"{where}: missing column(s) {', '.join(missing)}; a device CSV has a header with "
-                                  f"{', '.join(CSV_COLUMNS)} and optionally client, class")
-            extra = [c for c in header if c not in (*CSV_COLUMNS, "client", "class")]
-            if extra:
-                raise ConfigError(f"{where}: unknown column(s) {', '.join(extra)}; accepted: "
-                                  f"{', '.join((*CSV_COLUMNS, 'client', 'class'))}")
-            by_client = "client" in header
-            rows: list[tuple[int, Device]] = []
-            for line, r in enumerate(reader, 2):
-                if None in r or None in r.values():
-                    raise ConfigError(f"{where}: line {line} does not have the header's {len(header)} fields")
-                vals = []
-                for col in CSV_COLUMNS:
-                    try:
-                        v = float(r[col])
-                    except ValueError:
-                        raise ConfigError(f"{where}: line {line}: {col}={r[col]!r} is not a number") from None
-                    if not math.isfinite(v) or v < 0 or (v == 0 and col != "latency_s"):
-                        raise ConfigError(f"{where}: line {line}: {col}={r[col]} must be a finite number > 0"
-                                          f"{' (>= 0 for latency_s)' if col == 'latency_s' else ''}")
-                    vals.append(v)
-                cid = _client_id(r["client"], where, line, n_clients) if by_client else line - 2
-                rows.append((cid, Device(r.get("class") or "csv", *vals)))
-    except FileNotFoundError:
-        raise ConfigError(f"{where} does not exist") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ConfigError(f"{where} is not a readable CSV ({type(exc).__name__}: {exc})") from None
+    with csv_reader(path, where) as reader:
+        header = reader.fieldnames or []
+        missing = [c for c in CSV_COLUMNS if c not in header]
+        if missing:
+            raise ConfigError(f"{where}: missing column(s) {', '.join(missing)}; a device CSV has a header with "
+                              f"{', '.join(CSV_COLUMNS)} and optionally client, class")
+        extra = [c for c in header if c not in (*CSV_COLUMNS, "client", "class")]
+        if extra:
+            raise ConfigError(f"{where}: unknown column(s) {', '.join(extra)}; accepted: "
+                              f"{', '.join((*CSV_COLUMNS, 'client', 'class'))}")
+        by_client = "client" in header
+        rows: list[tuple[int, Device]] = []
+        for line, r in enumerate(reader, 2):
+            if None in r or None in r.values():
+                raise ConfigError(f"{where}: line {line} does not have the header's {len(header)} fields")
+            vals = []
+            for col in CSV_COLUMNS:
+                try:
+                    v = float(r[col])
+                except ValueError:
+                    raise ConfigError(f"{where}: line {line}: {col}={r[col]!r} is not a number") from None
+                if not math.isfinite(v) or v < 0 or (v == 0 and col != "latency_s"):
+                    raise ConfigError(f"{where}: line {line}: {col}={r[col]} must be a finite number > 0"
+                                      f"{' (>= 0 for latency_s)' if col == 'latency_s' else ''}")
+                vals.append(v)
+            cid = _client_id(r["client"], where, line, n_clients) if by_client else line - 2
+            rows.append((cid, Device(r.get("class") or "csv", *vals)))
     if not rows:
         raise ConfigError(f"{where} holds no device (a header and at least one row)")
     if not by_client:
