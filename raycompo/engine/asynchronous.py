@@ -37,7 +37,15 @@ from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import count_by_key, count_values
 from raycompo.system import draws
 from raycompo.system.clock import Workload
-from raycompo.system.events import ARRIVAL, DISPATCH, DISPATCH_DRAW, Event, Queue, draw_cap, draw_client
+from raycompo.system.events import (
+    ARRIVAL,
+    DISPATCH,
+    DISPATCH_DRAW,
+    Event,
+    Queue,
+    draw_cap,
+    draw_client,
+)
 
 COLUMNS = ("staleness_mean", "staleness_max", "in_flight")
 """Columns of an asynchronous run's rows (besides sim_time, dropped, wasted_s): the

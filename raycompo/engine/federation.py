@@ -186,7 +186,7 @@ class Federation:
         if budget:
             self.stop_checks.append(budget.reached)
         self.asynchronous: AsyncServer | None = (
-            AsyncServer(self, r.aggregation, r.algo_cls.asynchronous(r.algo_settings)) if r.aggregation else None)
+            AsyncServer(self, r.aggregation, self.algorithm.asynchronous(r.algo_settings)) if r.aggregation else None)
         """With --aggregation buffered|async, the event state of the asynchronous server
         (engine/asynchronous.py): a round is then one server step."""
         self._pool_factory = pool_factory or default_pool
