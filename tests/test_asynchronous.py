@@ -202,3 +202,35 @@ def test_feddro_is_refused_with_why_and_the_cli_exits_2():
                         "--backend", "inline", "--system", "uniform", "--aggregation", "buffered", "--concurrency", "2",
                         "--buffer", "3", "--set", "n_clients=12"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "buffer (--buffer, K) = 3 is more than concurrency" in p.stderr
+
+
+# --- clients that leave mid-flight ---------------------------------------------------
+FLAKY = """name: flaky
+description: equal devices online in 1-second slots with probability 0.5
+availability: {kind: bernoulli, p: 0.5, slot_s: 1}
+"""
+
+
+def test_a_client_whose_online_interval_ends_before_it_finishes_is_lost_and_counted(tmp_path):
+    """Bernoulli slots of 1 s, updates of about 0.2 s: a client dispatched near the end of an
+    online slot whose next slot is off leaves before it finishes. Its update never arrives
+    (it is not in any buffer), its slot is refilled, its seconds are wasted, per client too."""
+    from raycompo.system.availability import Bernoulli
+    from raycompo.system.departures import departure
+
+    b = Bernoulli(0.5, 2.0, seed=0)
+    c = next(c for c in range(100) if b._on(c, 0) and not b._on(c, 1))
+    assert departure(b, c, 1.9, 2.5) == 2.0 and departure(b, c, 0.5, 1.5) is None
+    profile = tmp_path / "flaky.yaml"
+    profile.write_text(FLAKY)
+    r = run(cfg(rounds=40, settings={"n_clients": 20}, system=str(profile), aggregation="buffered", concurrency=4,
+                buffer=2, eval_every=40), out=str(tmp_path / "run"))
+    assert r.status == "completed"
+    lost = sum(row["dropped"] for row in r.rows)
+    assert lost > 0 and r.rows[-1]["wasted_s"] > 0
+    clients = r.clients
+    per_client = clients[clients["round"] == 40].drop_duplicates("client")
+    assert per_client["dropped"].sum() == lost
+    assert per_client["wasted_s"].sum() == pytest.approx(r.rows[-1]["wasted_s"])
+    # every step still applied K = 2 updates that arrived
+    assert all(row["in_flight"] <= 4 for row in r.rows[1:])

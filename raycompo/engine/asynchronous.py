@@ -37,6 +37,7 @@ from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import count_by_key, count_values
 from raycompo.system import draws
 from raycompo.system.clock import Workload
+from raycompo.system.departures import departure
 from raycompo.system.events import (
     ARRIVAL,
     DISPATCH,
@@ -167,16 +168,25 @@ class AsyncServer:
         if not started:
             return
         snap = self._snapshot(version, w, state)
-        self.pending += [(seq, c, version) for seq, c, _ in started]
         if self.work is None:  # nothing computed yet: this group's own work predicts its times
+            self.pending += [(seq, c, version) for seq, c, _ in started]
             self._compute()
         assert self.work is not None
         bytes_down = float(count_values(snap["payload"])[1])
         rates = system.devices.rates
         for seq, c, start in started:
             fixed, per_down, per_up, per_sample = rates(c)  # = clock.member_time(device, ...)
-            took = fixed + bytes_down * per_down + self.work.samples * per_sample + self.work.bytes_up * per_up
-            q.push(Event(start + took, ARRIVAL, seq, client=c, version=version, start=start))
+            finish = start + fixed + bytes_down * per_down + self.work.samples * per_sample + self.work.bytes_up * per_up
+            left = None if avail.always else departure(avail, c, start, finish)
+            if left is not None:  # offline before it finishes: lost; its slot frees when it leaves
+                # (not computed; only a client of the very first group was, to predict the work)
+                self.results[seq] = {"cost": {"samples": 0, "values_up": 0, "bytes_up": 0,
+                                              "down": count_by_key(snap["payload"]), "up": {}}}
+                q.push(Event(left, ARRIVAL, seq, client=c, version=version, lost=True, start=start))
+                continue
+            if seq not in self.results:
+                self.pending.append((seq, c, version))
+            q.push(Event(finish, ARRIVAL, seq, client=c, version=version, start=start))
 
     # --- lazy computation -------------------------------------------------------------
     def _result(self, seq: int) -> dict[str, Any]:
