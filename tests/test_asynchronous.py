@@ -167,6 +167,27 @@ def test_resume_mid_run_continues_the_clients_in_flight(tmp_path):
     resumed = raycompo.resume(tmp_path / "b", rounds=6)
     assert_rows_close(straight.rows, resumed.rows, tol=1e-12)
     assert [r["sim_time"] for r in resumed.rows] == [r["sim_time"] for r in straight.rows]
+    for changes, message in (({"buffer": 3}, "--buffer 3"), ({"aggregation": "async"}, "--aggregation async"),
+                             ({"settings": {"server_lr": 0.5}}, "server_lr=0.5")):
+        with pytest.raises(ConfigError, match=message):
+            raycompo.results.resumed_config(tmp_path / "b", rounds=8, changes=changes)
+
+
+def test_a_run_interrupted_mid_way_resumes_to_the_uninterrupted_rows(tmp_path):
+    """Interrupted at step 5 (Ctrl-C), the run resumes from its checkpoint of step 3, with
+    clients in flight, and ends with the rows of the run that was never interrupted."""
+    straight = run(cfg(rounds=6, settings={"n_clients": 20}, **MOBILE))
+
+    def stop(row):
+        if row["round"] == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        raycompo.run("synthetic", "fedavg", rounds=6, settings={**EQUAL, "n_clients": 20}, out=tmp_path / "k",
+                     checkpoint_every=3, on_row=stop, **MOBILE)
+    resumed = raycompo.resume(tmp_path / "k")
+    assert resumed.status == "completed"
+    assert_rows_close(straight.rows, resumed.rows, tol=1e-12)
 
 
 def test_ray_equals_inline(ray_session):

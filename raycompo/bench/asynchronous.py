@@ -115,7 +115,7 @@ def overhead(sizes: list[int], steps: int) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m raycompo.bench async", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=None)
@@ -123,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[10**6, 10**7])
     p.add_argument("--skip-overhead", action="store_true", help="only the 100-updates comparison")
     p.add_argument("--skip-updates", action="store_true", help="only the event loop's overhead")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     a = p.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
