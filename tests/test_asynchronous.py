@@ -255,3 +255,35 @@ def test_a_client_whose_online_interval_ends_before_it_finishes_is_lost_and_coun
     assert per_client["wasted_s"].sum() == pytest.approx(r.rows[-1]["wasted_s"])
     # every step still applied K = 2 updates that arrived
     assert all(row["in_flight"] <= 4 for row in r.rows[1:])
+
+
+def test_a_sim_time_budget_ends_an_asynchronous_run_at_the_step_that_reaches_it():
+    full = run(cfg(rounds=8, settings={"n_clients": 20}, **MOBILE))
+    limit = full.rows[4]["sim_time"]
+    cut = run(dataclasses.replace(cfg(rounds=8, settings={"n_clients": 20}, **MOBILE), budget={"sim_time": limit}))
+    assert cut.status == "completed" and cut.rows[-1]["round"] == 4
+    assert_rows_close(values(cut.rows), values(full.rows[:5]), tol=1e-12)
+
+
+def test_ten_million_clients_no_structure_of_n():
+    """At n = 10^7 a server step touches O(C) clients: the in-flight set holds C ids and
+    a few steps allocate far less than one byte per client."""
+    import tracemalloc
+
+    from raycompo.engine.federation import Federation
+
+    tiny = {"n_clients": 10**7, "clients_per_round": 50, "n_features": 5, "n_classes": 2, "tau": 1,
+            "batch_size": 4, "max_samples": 60, "min_samples": 50}
+    fed = Federation(RunConfig(task="synthetic", algo="fedavg", rounds=5, backend="inline", settings=tiny, eval_every=10**6,
+                               system="mobile", aggregation="buffered", concurrency=50, buffer=10))
+    try:
+        fed.run_round()
+        tracemalloc.start()
+        for _ in range(3):
+            row = fed.run_round()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert row["in_flight"] <= 50 and len(fed.asynchronous.queue.heap) <= 50
+        assert peak < 10**7 / 10  # < 1 MB for 10^7 clients
+    finally:
+        fed.close()
