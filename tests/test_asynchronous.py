@@ -287,3 +287,28 @@ def test_ten_million_clients_no_structure_of_n():
         assert peak < 10**7 / 10  # < 1 MB for 10^7 clients
     finally:
         fed.close()
+
+
+def test_clients_dispatched_with_one_version_run_as_one_batched_call():
+    """On `uniform` with C = 6, K = 2, the six clients of a wave finish together: three steps
+    consume them and the six slots refill at that instant with one version, so the pool is
+    called once per wave, with all six clients, through the batched phase."""
+    from raycompo.engine.federation import Federation
+
+    fed = Federation(cfg(rounds=6, system="uniform", aggregation="buffered", concurrency=N, buffer=2,
+                         vectorize="on", eval_every=10**6))
+    calls = []
+    real = fed.pool.map
+
+    def counting(phase, round_, counts, *args, **kw):
+        calls.append((phase, round_, len(counts)))
+        return real(phase, round_, counts, *args, **kw)
+
+    fed.pool.map = counting
+    try:
+        rows = [fed.run_round() for _ in range(6)]
+    finally:
+        fed.close()
+    assert [c for c in calls if c[0] == "local"] == [("local", 0, N), ("local", 3, N)]
+    assert [r["staleness_max"] for r in rows] == [0, 1, 2, 0, 1, 2]
+    assert "local" in fed.resolved.vectorized.record()["phases"]
