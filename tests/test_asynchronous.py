@@ -312,3 +312,11 @@ def test_clients_dispatched_with_one_version_run_as_one_batched_call():
     assert [c for c in calls if c[0] == "local"] == [("local", 0, N), ("local", 3, N)]
     assert [r["staleness_max"] for r in rows] == [0, 1, 2, 0, 1, 2]
     assert "local" in fed.resolved.vectorized.record()["phases"]
+
+
+def test_more_clients_in_flight_than_are_ever_online_is_refused(tmp_path):
+    (tmp_path / "trace.csv").write_text("client,start_s,end_s\n0,0,1000\n3,0,1000\n")
+    (tmp_path / "two.yaml").write_text("name: two\navailability: {kind: trace, path: trace.csv}\n")
+    with pytest.raises(ConfigError, match="only 2 clients are ever online"):
+        raycompo.run("synthetic", "fedavg", rounds=1, settings=EQUAL, system=str(tmp_path / "two.yaml"),
+                     aggregation="buffered", concurrency=3, buffer=1)
