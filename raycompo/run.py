@@ -134,6 +134,11 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
 
     lines.append("system profiles (--system NAME, or a YAML file; docs/system.md):")
     lines += [f"  {name}  {p.description}" for name, p in PROFILES.items()]
+    from raycompo.system.aggregation import AggregationSettings
+
+    lines.append("aggregation settings (--aggregation buffered|async, --set KEY=VALUE; docs/system.md):")
+    docs = field_docs(AggregationSettings)
+    lines += [f"      {f.name} = {f.default!r}  {docs.get(f.name, '')}" for f in dataclasses.fields(AggregationSettings)]
     return "\n".join(lines)
 
 
