@@ -14,6 +14,7 @@ and client c gets row `hash(seed, c) mod rows` (as FedScale maps clients onto it
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from raycompo.errors import ConfigError
@@ -27,6 +28,13 @@ CSV_COLUMNS = ("flops", "uplink_bytes_per_s", "downlink_bytes_per_s", "latency_s
 CACHE_MAX = 200_000
 """Devices kept after their first look-up; past this the cache starts again (a device is a
 pure function of (seed, client): dropping it loses only time)."""
+
+MANY_MIN = 8
+"""`rates_many` draws this many new devices or more at once in numpy (fewer: one by one)."""
+
+Rates = tuple[float, float, float, float]
+"""(2 * latency, seconds per byte down, per byte up, per sample) of a device: the
+coefficients of `clock.member_time`."""
 
 
 @dataclass(frozen=True)
@@ -75,16 +83,33 @@ class DeviceModel:
         """Compute seconds of one sample on `device`: flop_per_sample_per_param * d / flops."""
         return self.flop_per_sample / device.flops
 
-    def rates(self, c: int) -> tuple[float, float, float, float]:
+    def rates(self, c: int) -> Rates:
         """(2 * latency, seconds per byte down, per byte up, per sample) of client c's
-        device: the terms of `clock.member_time`, cached (an exchange of every client reads
-        them once per member)."""
+        device: the coefficients of `clock.member_time`, cached (an exchange of every client
+        reads them once per member)."""
         r = self._rates.get(c)
         if r is None:
-            if len(self._rates) >= CACHE_MAX:
-                self._rates.clear()
-            d = self.device(c)
-            r = self._rates[c] = (2 * d.latency, 1.0 / d.downlink, 1.0 / d.uplink, self.seconds_per_sample(d))
+            r = self._keep(c, self.device(c))
+        return r
+
+    def rates_many(self, clients: Sequence[int]) -> list[Rates]:
+        """`rates(c)` of each client; the devices not yet known are drawn at once (numpy
+        for the keyed draws, bit for bit the same devices as `device`)."""
+        out = [self._rates.get(c) for c in clients]
+        missing = [i for i, r in enumerate(out) if r is None]
+        if len(missing) < MANY_MIN or self._rows is not None:
+            for i in missing:
+                out[i] = self.rates(clients[i])
+            return out  # type: ignore[return-value]
+        ids = [clients[i] for i in missing]
+        for i, c, d in zip(missing, ids, self._make_many(ids)):
+            out[i] = self._keep(c, d)
+        return out  # type: ignore[return-value]
+
+    def _keep(self, c: int, d: Device) -> Rates:
+        if len(self._rates) >= CACHE_MAX:
+            self._rates.clear()
+        r = self._rates[c] = (2 * d.latency, 1.0 / d.downlink, 1.0 / d.uplink, self.seconds_per_sample(d))
         return r
 
     def device(self, c: int) -> Device:
@@ -94,6 +119,26 @@ class DeviceModel:
                 self._cache.clear()
             d = self._cache[c] = self._make(c)
         return d
+
+    def _make_many(self, ids: list[int]) -> list[Device]:
+        """`_make(c)` for each drawn client of `ids`, the keyed draws at once."""
+        s, p = self.spec, self._pre
+        classes = s.classes
+        cum = self._cum
+        last = len(cum) - 1
+        kinds = [next((i for i, edge in enumerate(cum) if u <= edge), last)
+                 for u in draws.units(p[draws.DEVICE_CLASS], ids).tolist()]
+        if s.flops_sigma == 0:
+            flops = [classes[k].flops for k in kinds]
+        else:  # each class's median times exp(sigma Z): `draws.lognormal`'s arithmetic
+            sigma, exp = s.flops_sigma, math.exp
+            flops = [classes[k].flops * exp(sigma * z)
+                     for k, z in zip(kinds, draws.normals(draws.units(p[draws.DEVICE_FLOPS], ids)))]
+        ups = draws.lognormals(draws.units(p[draws.UPLINK], ids), s.uplink_bytes_per_s.median, s.uplink_bytes_per_s.sigma)
+        downs = draws.lognormals(draws.units(p[draws.DOWNLINK], ids), s.downlink_bytes_per_s.median,
+                                 s.downlink_bytes_per_s.sigma)
+        lats = draws.lognormals(draws.units(p[draws.LATENCY], ids), s.latency_s.median, s.latency_s.sigma)
+        return [Device(classes[k].name, f, u, d, la) for k, f, u, d, la in zip(kinds, flops, ups, downs, lats)]
 
     def _make(self, c: int) -> Device:
         if self._rows is not None:

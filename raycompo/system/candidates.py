@@ -1,0 +1,68 @@
+"""Drawing a round's candidates among the online clients, in O(m), never a scan of the n.
+
+Candidates are drawn uniformly with replacement, keyed by (seed, round, stream, attempt,
+i), a repeat skipped, and the offline ones rejected, until k are online (at most
+`20 k + 100` draws). The keyed draws and the availability look-ups run a batch at a time
+in numpy (`draws.indices`, `AvailabilityModel.online_many`), then are taken in order of i:
+the same candidates as one draw at a time, for a fraction of the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from raycompo.errors import ConfigError
+from raycompo.system import draws
+from raycompo.system.availability import AvailabilityModel
+
+
+@dataclass
+class Drawn:
+    """The outcome of one draw of candidates."""
+
+    candidates: list[int]
+    """k online candidates (or fewer online and the first to check in after them)."""
+    start: float
+    """When the last of them is online (the draw's time when all were)."""
+    drawn: list[int] = field(default_factory=list)
+    """Every distinct client looked at, in order."""
+    online: list[int] = field(default_factory=list)
+    """Those found online at the draw's time."""
+
+
+def draw_candidates(availability: AvailabilityModel, pre: int, n_clients: int, k: int, m: int, t: float,
+                    key: tuple[int, int, int], profile: str) -> Drawn:
+    """k candidates online at t (`key` = (round, stream, attempt)); when fewer of the drawn
+    are online, the earliest check-ins among the first offline ones drawn fill the rest
+    (bounded work per round) and the draw starts when the last of them is online."""
+    pop = availability.population
+    size = n_clients if pop is None else len(pop)
+    online: list[int] = []
+    offline: list[int] = []
+    drawn: list[int] = []
+    seen: set[int] = set()
+    cap = 20 * k + 100
+    i = 0
+    while len(online) < k and i < cap and len(seen) < size:
+        batch = min(cap - i, max(2 * (k - len(online)) + 16, 32))
+        ids = draws.indices(pre, size, i, batch, *key)
+        cs = ids if pop is None else [pop[h] for h in ids]
+        for c, on in zip(cs, availability.online_many(cs, t)):
+            i += 1
+            if c in seen:
+                continue
+            seen.add(c)
+            drawn.append(c)
+            (online if on else offline).append(c)
+            if len(online) >= k or len(seen) >= size:
+                break
+    if len(online) >= k:
+        return Drawn(online, t, drawn, online)
+    later = sorted((nt, c) for c in offline[: 2 * k + 10] if (nt := availability.next_online(c, t)) is not None)
+    if len(online) + len(later) < m:
+        raise ConfigError(
+            f"system profile {profile!r}: round {key[0]} needs {m} clients, but of the {len(seen)} drawn at "
+            f"simulated time {t:.0f} s only {len(online) + len(later)} are ever online (no client is online often "
+            "enough). Check the availability section (p, online_hours, p_day, the trace)")
+    fill = later[: k - len(online)]
+    return Drawn(online + [c for _, c in fill], fill[-1][0] if fill else t, drawn, online)
