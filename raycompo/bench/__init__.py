@@ -20,6 +20,8 @@
                inline vs ray metrics difference, lines of code of the examples
   ledger       what counting every exchange's costs adds to a round at 10^6 clients, with and
                without counting side by side (target <= 3%)
+  system       the simulated system per cohort of 100 at 10^7 clients beside the engine's own draw,
+               and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
                K = 10^3, 10^4 of 10^6 clients
 
@@ -43,6 +45,7 @@ BENCHMARKS: dict[str, str] = {
     "plugin": "raycompo.bench.plugin",
     "ledger": "raycompo.bench.ledger",
     "per_client": "raycompo.bench.per_client",
+    "system": "raycompo.bench.system",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

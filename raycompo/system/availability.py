@@ -48,6 +48,9 @@ is online at all is found within it but with probability (1 - 0.001)^20000 < 1e-
 CACHE_MAX = 200_000
 """Clients whose time-zone offset is kept (a pure function of (seed, client): dropping one
 loses only time)."""
+EDGE_S = 1e-6
+"""Diurnal's `online_many` asks one at a time the clients this close to a window's edge
+(where `online`'s rounding to the microsecond decides)."""
 MIN_P = 0.001
 """The smallest probability of being online (Bernoulli `p`, diurnal `p_day`) a profile takes:
 below it `next_online` could not find a client's next slot or day in bounded time."""
@@ -105,6 +108,10 @@ class AvailabilityModel:
     def online_many(self, clients: Sequence[int], t: float) -> list[bool]:
         """`online(c, t)` for each client (a model may answer many at once faster)."""
         return [self.online(c, t) for c in clients]
+
+    def online_until_many(self, clients: Sequence[int], t: float) -> list[float]:
+        """`online_until(c, t)` for each client (a model may answer many at once faster)."""
+        return [self.online_until(c, t) for c in clients]
 
 
 class Always(AvailabilityModel):
@@ -234,21 +241,40 @@ class Diurnal(AvailabilityModel):
         return self._online_at(c, self._local(c, t))
 
     def online_many(self, clients: Sequence[int], t: float) -> list[bool]:
-        """`online` of each client at once, bit for bit: the keyed draws in numpy, the
-        rounding to the microsecond in Python (numpy's rounding differs in the last bit)."""
+        """`online` of each client at once, bit for bit: the keyed draws and the arithmetic
+        in numpy; where rounding to the microsecond could move a client across a window's
+        edge (within 1e-6 s of one), the client is asked one at a time."""
         n = len(clients)
         if n == 0:
             return []
         ids = np.asarray(clients, dtype=np.int64)
-        off = draws.units(self._zone, ids) * DAY_S - self.start
-        x = np.array([round(v, 6) for v in (t + off).tolist()])
+        x = t + (draws.units(self._zone, ids) * DAY_S - self.start)
         day = np.floor(x / DAY_S)
-        inside = x - day * DAY_S < self.window
-        if self.p_day >= 1.0:
-            return inside.tolist()
-        key = day.astype(np.int64) & np.int64((1 << 63) - 1)
-        on = draws.units(self._day, ids, key) < self.p_day
-        return (inside & on).tolist()
+        within = x - day * DAY_S
+        inside = within < self.window
+        edge = (within < EDGE_S) | (np.abs(within - self.window) < EDGE_S) | (DAY_S - within < EDGE_S)
+        if self.p_day < 1.0:
+            key = day.astype(np.int64) & np.int64((1 << 63) - 1)
+            inside &= draws.units(self._day, ids, key) < self.p_day
+        out = inside.tolist()
+        for i in np.flatnonzero(edge).tolist():
+            out[i] = self.online(int(ids[i]), t)
+        return out
+
+    def online_until_many(self, clients: Sequence[int], t: float) -> list[float]:
+        """`online_until` of each client (all online at t), bit for bit, in numpy (one at a
+        time within 1e-6 s of a day's edge, where the rounding decides the day)."""
+        if self.window >= DAY_S or not len(clients):
+            return [self.online_until(c, t) for c in clients]
+        ids = np.asarray(clients, dtype=np.int64)
+        off = draws.units(self._zone, ids) * DAY_S - self.start
+        x = t + off
+        day = np.floor(x / DAY_S)
+        out = (t + (day * DAY_S + self.window - x)).tolist()
+        within = x - day * DAY_S
+        for i in np.flatnonzero((within < EDGE_S) | (DAY_S - within < EDGE_S)).tolist():
+            out[i] = self.online_until(int(ids[i]), t)
+        return out
 
     def _online_at(self, c: int, x: float) -> bool:
         day = math.floor(x / DAY_S)
@@ -265,11 +291,13 @@ class Diurnal(AvailabilityModel):
         return None
 
     def online_until(self, c: int, t: float) -> float:
-        """The end of today's window; a 24 h window goes on through the next days that are on."""
+        """The end of today's window (a 24 h window goes on through the next days that are
+        on): t + (day start + window - x), x the client's local time unrounded, its day
+        that of the rounded time `online` reads."""
         x = self._local(c, t)
         day = math.floor(x / DAY_S)
         if self.window < DAY_S:
-            return t + (day * DAY_S + self.window - x)
+            return t + (day * DAY_S + self.window - (t + self._offsets[c]))
         for d in range(day + 1, day + SEARCH_MAX):
             if not self._day_on(c, d):
                 return t + (d * DAY_S - x)

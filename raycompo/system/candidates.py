@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from raycompo.errors import ConfigError
 from raycompo.system import draws
 from raycompo.system.availability import AvailabilityModel
+
+
+BIG = 64
+"""A population of at least BIG times the draws' cap takes the numpy path (a repeat is rare;
+`len(seen) < size` always holds)."""
 
 
 @dataclass
@@ -43,9 +50,33 @@ def draw_candidates(availability: AvailabilityModel, pre: int, n_clients: int, k
     seen: set[int] = set()
     cap = 20 * k + 100
     i = 0
+    if pop is None and size >= BIG * cap:  # a large population: each batch taken in numpy
+        while len(online) < k and i < cap:
+            batch = min(cap - i, 8 * (k - len(online)) + 32)
+            ids = draws.indices(pre, size, i, batch, *key)
+            on = np.asarray(availability.online_many(ids.tolist(), t), dtype=bool)
+            first = np.zeros(batch, dtype=bool)
+            first[np.unique(ids, return_index=True)[1]] = True  # a repeat within the batch skipped
+            if seen:
+                first &= ~np.isin(ids, np.fromiter(seen, dtype=np.int64, count=len(seen)))
+            at = np.flatnonzero(first)
+            hits = np.cumsum(on[at])
+            need = k - len(online)
+            if len(hits) and hits[-1] >= need:  # the k-th online one is in this batch: stop after it
+                j = int(np.searchsorted(hits, need))
+                used = at[: j + 1]
+                i += int(at[j]) + 1
+            else:
+                used = at
+                i += batch
+            took, mask = ids[used], on[used]
+            drawn += took.tolist()
+            seen.update(drawn[-len(took):] if len(took) else ())
+            online += took[mask].tolist()
+            offline += took[~mask].tolist()
     while len(online) < k and i < cap and len(seen) < size:
         batch = min(cap - i, max(2 * (k - len(online)) + 16, 32))
-        ids = draws.indices(pre, size, i, batch, *key)
+        ids = draws.indices(pre, size, i, batch, *key).tolist()
         cs = ids if pop is None else [pop[h] for h in ids]
         for c, on in zip(cs, availability.online_many(cs, t)):
             i += 1

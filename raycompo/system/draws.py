@@ -65,10 +65,10 @@ def units(pre: int, ids: Sequence[int] | np.ndarray, *key: int | np.ndarray) -> 
     return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53
 
 
-def indices(pre: int, size: int, first: int, count: int, *key: int) -> list[int]:
-    """`index(pre, size, *key, i)` for i = first .. first + count - 1, bit for bit."""
+def indices(pre: int, size: int, first: int, count: int, *key: int) -> np.ndarray:
+    """`index(pre, size, *key, i)` for i = first .. first + count - 1, bit for bit (int64)."""
     h = fold_many(np.full(count, fold(pre, *key), dtype=np.uint64), np.arange(first, first + count, dtype=np.int64))
-    return (h % np.uint64(size)).tolist()
+    return (h % np.uint64(size)).astype(np.int64)
 
 
 def normals(u: np.ndarray) -> list[float]:

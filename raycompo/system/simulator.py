@@ -182,8 +182,7 @@ class System:
         return self.clock.predict_many(clients)
 
     def online_until(self, clients: list[int], t: float) -> list[float]:
-        until = self.availability.online_until
-        return [until(c, t) for c in clients]
+        return self.availability.online_until_many(clients, t)
 
     def wait_until(self, t: float) -> None:
         self.clock.wait_until(t)
