@@ -171,7 +171,8 @@ class Federation:
         """The simulated system (raycompo/system/; `NoSystem` without --system): it chooses the
         cohorts, its clock hears every exchange (an `exchange_listeners` entry), it adds the
         columns sim_time, dropped, wasted_s."""
-        self.client_columns: ClientColumns | None = self.system.client_columns if self.system.on else None
+        self.client_columns: ClientColumns | None = (
+            self.system.client_columns if self.system.on else None)  # type: ignore[assignment]
         """More per-client columns of clients.csv for the evaluated clients: with --system,
         {client id: its device and how often it was drawn, online, selected, dropped since
         the previous evaluation} for the clients asked (O(asked)); None without."""

@@ -18,7 +18,14 @@ See docs/system.md.
 """
 
 from raycompo.system.profile import PROFILES, Profile, canonical_system, load_profile
-from raycompo.system.simulator import COLUMNS, NoSystem, System, SystemLike, check_profile, make_system
+from raycompo.system.simulator import (
+           COLUMNS,
+           NoSystem,
+           System,
+           SystemLike,
+           check_profile,
+           make_system,
+)
 
 __all__ = ["COLUMNS", "PROFILES", "NoSystem", "Profile", "System", "SystemLike", "canonical_system", "check_profile",
            "load_profile", "make_system"]

@@ -17,7 +17,6 @@ from raycompo.errors import ConfigError
 from raycompo.system import draws
 from raycompo.system.availability import AvailabilityModel
 
-
 BIG = 64
 """A population of at least BIG times the draws' cap takes the numpy path (a repeat is rare;
 `len(seen) < size` always holds)."""
@@ -55,7 +54,7 @@ def draw_candidates(availability: AvailabilityModel, pre: int, n_clients: int, k
             batch = min(cap - i, 8 * (k - len(online)) + 32)
             ids = draws.indices(pre, size, i, batch, *key)
             on = np.asarray(availability.online_many(ids.tolist(), t), dtype=bool)
-            first = np.zeros(batch, dtype=bool)
+            first: np.ndarray = np.zeros(batch, dtype=bool)
             first[np.unique(ids, return_index=True)[1]] = True  # a repeat within the batch skipped
             if seen:
                 first &= ~np.isin(ids, np.fromiter(seen, dtype=np.int64, count=len(seen)))

@@ -60,8 +60,8 @@ def lognormal(pre: int, median: float, sigma: float, *key: int) -> float:
 def units(pre: int, ids: Sequence[int] | np.ndarray, *key: int | np.ndarray) -> np.ndarray:
     """`unit(pre, c, *key)` for every c of `ids` at once, bit for bit (numpy's uint64
     arithmetic is `fold`'s; the int -> float conversion of 53 bits is exact)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    h = fold_many(np.full(len(ids), pre, dtype=np.uint64), ids, *key)
+    arr = np.asarray(ids, dtype=np.int64)
+    h = fold_many(np.full(len(arr), pre, dtype=np.uint64), arr, *key)
     return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53
 
 

@@ -51,7 +51,7 @@ from typing import Any
 from raycompo.errors import ConfigError
 from raycompo.system import availability as _availability_models
 from raycompo.system import selection as _selection_policies
-from raycompo.system.availability import MIN_P, AvailabilityModel
+from raycompo.system.availability import AvailabilityModel
 from raycompo.system.selection import SelectionPolicy
 
 Resolver = Callable[[str, str, Path], type]
@@ -172,7 +172,7 @@ class Section:
 
 
 def _rebuild(cls: type, spec: str, model: type, settings: Any) -> Section:
-    out = object.__new__(cls)
+    out: Section = object.__new__(cls)
     object.__setattr__(out, "spec", spec)
     object.__setattr__(out, "model", model)
     object.__setattr__(out, "settings", settings)
@@ -207,7 +207,7 @@ class Selection(Section):
         return self.spec
 
 
-def check_settings(model: type, values: dict[str, Any], where: str, base: Path, key: str = "kind") -> Any:
+def check_settings(model: Any, values: dict[str, Any], where: str, base: Path, key: str = "kind") -> Any:
     """`model.Settings` from `values`, every field checked: unknown keys refused with the
     accepted ones named; a float field within its range (metadata `bounded`), an integer
     field at least its least (metadata `integer`), a file field (metadata `file`: the field
@@ -422,7 +422,7 @@ def _devices(d: dict, where: str, base: Path) -> Devices:
     )
 
 
-def _plugin_section(cls: type[Section], d: dict, where: str, base: Path, resolve: Resolver | None) -> Section:
+def _plugin_section(cls: Any, d: dict, where: str, base: Path, resolve: Resolver | None) -> Any:
     """An availability or selection section of a YAML mapping: its class (`kind` /
     `policy`) and that class's settings, checked."""
     values = dict(d)
