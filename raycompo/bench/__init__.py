@@ -20,10 +20,10 @@
                inline vs ray metrics difference, lines of code of the examples
   ledger       what counting every exchange's costs adds to a round at 10^6 clients, with and
                without counting side by side (target <= 3%)
-  system       the simulated system per cohort of 100 at 10^7 clients beside the engine's own draw,
-               and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
                K = 10^3, 10^4 of 10^6 clients
+  system       the simulated system per cohort of 100 at 10^7 clients beside the engine's own draw,
+               and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
