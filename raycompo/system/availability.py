@@ -113,6 +113,10 @@ class AvailabilityModel:
         """`online_until(c, t)` for each client (a model may answer many at once faster)."""
         return [self.online_until(c, t) for c in clients]
 
+    def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
+        """`online_many` of an int64 array of clients, as a bool array."""
+        return np.asarray(self.online_many(ids.tolist(), t), dtype=bool)
+
 
 class Always(AvailabilityModel):
     """Every client is online at every time."""
@@ -134,6 +138,9 @@ class Always(AvailabilityModel):
 
     def online_many(self, clients: Sequence[int], t: float) -> list[bool]:
         return [True] * len(clients)
+
+    def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
+        return np.ones(len(ids), dtype=bool)
 
 
 class Bernoulli(AvailabilityModel):
@@ -168,10 +175,12 @@ class Bernoulli(AvailabilityModel):
         return self._on(c, math.floor(t / self.slot_s))
 
     def online_many(self, clients: Sequence[int], t: float) -> list[bool]:
+        return self.online_array(np.asarray(clients, dtype=np.int64), t).tolist()
+
+    def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
         if self.p >= 1.0:
-            return [True] * len(clients)
-        k = math.floor(t / self.slot_s)
-        return (draws.units(self._pre, clients, k) < self.p).tolist()
+            return np.ones(len(ids), dtype=bool)
+        return draws.units(self._pre, ids, math.floor(t / self.slot_s)) < self.p
 
     def next_online(self, c: int, t: float) -> float | None:
         k = math.floor(t / self.slot_s)
@@ -244,10 +253,11 @@ class Diurnal(AvailabilityModel):
         """`online` of each client at once, bit for bit: the keyed draws and the arithmetic
         in numpy; where rounding to the microsecond could move a client across a window's
         edge (within 1e-6 s of one), the client is asked one at a time."""
-        n = len(clients)
-        if n == 0:
-            return []
-        ids = np.asarray(clients, dtype=np.int64)
+        return self.online_array(np.asarray(clients, dtype=np.int64), t).tolist()
+
+    def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
+        if len(ids) == 0:
+            return np.zeros(0, dtype=bool)
         x = t + (draws.units(self._zone, ids) * DAY_S - self.start)
         day = np.floor(x / DAY_S)
         within = x - day * DAY_S
@@ -256,10 +266,9 @@ class Diurnal(AvailabilityModel):
         if self.p_day < 1.0:
             key = day.astype(np.int64) & np.int64((1 << 63) - 1)
             inside &= draws.units(self._day, ids, key) < self.p_day
-        out = inside.tolist()
         for i in np.flatnonzero(edge).tolist():
-            out[i] = self.online(int(ids[i]), t)
-        return out
+            inside[i] = self.online(int(ids[i]), t)
+        return inside
 
     def online_until_many(self, clients: Sequence[int], t: float) -> list[float]:
         """`online_until` of each client (all online at t), bit for bit, in numpy (one at a

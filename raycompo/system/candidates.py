@@ -53,7 +53,7 @@ def draw_candidates(availability: AvailabilityModel, pre: int, n_clients: int, k
         while len(online) < k and i < cap:
             batch = min(cap - i, 8 * (k - len(online)) + 32)
             ids = draws.indices(pre, size, i, batch, *key)
-            on = np.asarray(availability.online_many(ids.tolist(), t), dtype=bool)
+            on = availability.online_array(ids, t)
             first: np.ndarray = np.zeros(batch, dtype=bool)
             first[np.unique(ids, return_index=True)[1]] = True  # a repeat within the batch skipped
             if seen:

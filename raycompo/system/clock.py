@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from raycompo.costs import ExchangeCost
 from raycompo.errors import ConfigError
 from raycompo.system.availability import AvailabilityModel
@@ -33,7 +35,8 @@ from raycompo.system.devices import DeviceModel, Rates
 def member_time(rates: Rates, samples: float, bytes_down: float, bytes_up: float) -> float:
     """Seconds one member takes for one exchange once online: latency both ways, the
     payload down, its samples, its contribution up. `rates` = (2 * latency, 1 / downlink,
-    1 / uplink, flop_per_sample_per_param * d / flops) of its device (`DeviceModel.rates`)."""
+    1 / uplink, flop_per_sample_per_param * d / flops) of its device (`DeviceModel.rates`),
+    numbers or arrays of them (one entry per member)."""
     fixed, per_down, per_up, per_sample = rates
     return fixed + bytes_down * per_down + samples * per_sample + bytes_up * per_up
 
@@ -91,9 +94,12 @@ class Clock:
         return round_time(self.devices.rates(c), self.workload)
 
     def predict_many(self, clients: Sequence[int]) -> list[float]:
-        """`predict` of each client (their devices drawn at once)."""
-        work = self.workload
-        return [round_time(r, work) for r in self.devices.rates_many(clients)]
+        """`predict` of each client (their devices drawn at once; the formula applied to
+        arrays of their coefficients, elementwise the same arithmetic)."""
+        if not len(clients):
+            return []
+        rates = tuple(np.array(self.devices.rates_many(clients)).T)
+        return np.broadcast_to(round_time(rates, self.workload), (len(clients),)).tolist()  # type: ignore[arg-type]
 
     def wait_until(self, t: float) -> None:
         self.now = t

@@ -17,6 +17,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from raycompo.errors import ConfigError
 from raycompo.system import draws
 from raycompo.system.csv_file import csv_reader
@@ -93,18 +95,44 @@ class DeviceModel:
         return r
 
     def rates_many(self, clients: Sequence[int]) -> list[Rates]:
-        """`rates(c)` of each client; the devices not yet known are drawn at once (numpy
-        for the keyed draws, bit for bit the same devices as `device`)."""
-        out = [self._rates.get(c) for c in clients]
+        """`rates(c)` of each client; those not yet known are drawn at once (numpy for the
+        keyed draws and the arithmetic, Python's own inverse normal CDF and exp per number:
+        bit for bit the rates of `rates`)."""
+        get = self._rates.get
+        out = [get(c) for c in clients]
         missing = [i for i, r in enumerate(out) if r is None]
         if len(missing) < MANY_MIN or self._rows is not None:
             for i in missing:
                 out[i] = self.rates(clients[i])
             return out  # type: ignore[return-value]
         ids = [clients[i] for i in missing]
-        for i, c, d in zip(missing, ids, self._make_many(ids)):
-            out[i] = self._keep(c, d)
+        _, flops, up, down, lat = self._draw_many(ids)
+        rates = list(zip((2 * lat).tolist(), (1.0 / down).tolist(), (1.0 / up).tolist(),
+                         (self.flop_per_sample / flops).tolist()))
+        if len(self._rates) + len(ids) > CACHE_MAX:
+            self._rates.clear()
+        self._rates.update(zip(ids, rates))
+        for i, r in zip(missing, rates):
+            out[i] = r
         return out  # type: ignore[return-value]
+
+    def _draw_many(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(class index, FLOP/s, uplink, downlink, latency) arrays of drawn clients `ids`:
+        `_make`'s draws, at once (the five keyed draws in one numpy pass)."""
+        s, p = self.spec, self._pre
+        u_cls, u_flops, u_up, u_down, u_lat = draws.units_each(
+            [p[draws.DEVICE_CLASS], p[draws.DEVICE_FLOPS], p[draws.UPLINK], p[draws.DOWNLINK], p[draws.LATENCY]], ids)
+        kinds = np.minimum(np.searchsorted(np.array(self._cum), u_cls, side="left"), len(self._cum) - 1)
+        medians = np.array([c.flops for c in s.classes])[kinds]
+        if s.flops_sigma == 0:
+            flops = medians
+        else:  # each class's median times exp(sigma Z): `draws.lognormal`'s arithmetic
+            sigma, exp = s.flops_sigma, math.exp
+            flops = medians * np.array([exp(sigma * z) for z in draws.normals(u_flops)])
+        up = np.array(draws.lognormals(u_up, s.uplink_bytes_per_s.median, s.uplink_bytes_per_s.sigma))
+        down = np.array(draws.lognormals(u_down, s.downlink_bytes_per_s.median, s.downlink_bytes_per_s.sigma))
+        lat = np.array(draws.lognormals(u_lat, s.latency_s.median, s.latency_s.sigma))
+        return kinds, flops, up, down, lat
 
     def _keep(self, c: int, d: Device) -> Rates:
         if len(self._rates) >= CACHE_MAX:
@@ -122,23 +150,10 @@ class DeviceModel:
 
     def _make_many(self, ids: list[int]) -> list[Device]:
         """`_make(c)` for each drawn client of `ids`, the keyed draws at once."""
-        s, p = self.spec, self._pre
-        classes = s.classes
-        cum = self._cum
-        last = len(cum) - 1
-        kinds = [next((i for i, edge in enumerate(cum) if u <= edge), last)
-                 for u in draws.units(p[draws.DEVICE_CLASS], ids).tolist()]
-        if s.flops_sigma == 0:
-            flops = [classes[k].flops for k in kinds]
-        else:  # each class's median times exp(sigma Z): `draws.lognormal`'s arithmetic
-            sigma, exp = s.flops_sigma, math.exp
-            flops = [classes[k].flops * exp(sigma * z)
-                     for k, z in zip(kinds, draws.normals(draws.units(p[draws.DEVICE_FLOPS], ids)))]
-        ups = draws.lognormals(draws.units(p[draws.UPLINK], ids), s.uplink_bytes_per_s.median, s.uplink_bytes_per_s.sigma)
-        downs = draws.lognormals(draws.units(p[draws.DOWNLINK], ids), s.downlink_bytes_per_s.median,
-                                 s.downlink_bytes_per_s.sigma)
-        lats = draws.lognormals(draws.units(p[draws.LATENCY], ids), s.latency_s.median, s.latency_s.sigma)
-        return [Device(classes[k].name, f, u, d, la) for k, f, u, d, la in zip(kinds, flops, ups, downs, lats)]
+        names = [c.name for c in self.spec.classes]
+        kinds, flops, up, down, lat = self._draw_many(ids)
+        return [Device(names[k], f, u, d, la) for k, f, u, d, la in
+                zip(kinds.tolist(), flops.tolist(), up.tolist(), down.tolist(), lat.tolist())]
 
     def _make(self, c: int) -> Device:
         if self._rows is not None:

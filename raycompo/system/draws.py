@@ -65,6 +65,13 @@ def units(pre: int, ids: Sequence[int] | np.ndarray, *key: int | np.ndarray) -> 
     return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53
 
 
+def units_each(pres: Sequence[int], ids: Sequence[int]) -> np.ndarray:
+    """`units(pre, ids)` for each prefix of `pres`, rows in that order, in one pass."""
+    arr = np.asarray(ids, dtype=np.int64)
+    h = fold_many(np.repeat(np.array(pres, dtype=np.uint64), len(arr)), np.tile(arr, len(pres)))
+    return (((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53).reshape(len(pres), len(arr))
+
+
 def indices(pre: int, size: int, first: int, count: int, *key: int) -> np.ndarray:
     """`index(pre, size, *key, i)` for i = first .. first + count - 1, bit for bit (int64)."""
     h = fold_many(np.full(count, fold(pre, *key), dtype=np.uint64), np.arange(first, first + count, dtype=np.int64))
