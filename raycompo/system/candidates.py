@@ -75,15 +75,15 @@ def draw_candidates(availability: AvailabilityModel, pre: int, n_clients: int, k
             offline += took[~mask].tolist()
     while len(online) < k and i < cap and len(seen) < size:
         batch = min(cap - i, max(2 * (k - len(online)) + 16, 32))
-        ids = draws.indices(pre, size, i, batch, *key).tolist()
-        cs = ids if pop is None else [pop[h] for h in ids]
-        for c, on in zip(cs, availability.online_many(cs, t)):
+        drawn_ids = draws.indices(pre, size, i, batch, *key).tolist()
+        cs = drawn_ids if pop is None else [pop[h] for h in drawn_ids]
+        for c, is_on in zip(cs, availability.online_many(cs, t)):
             i += 1
             if c in seen:
                 continue
             seen.add(c)
             drawn.append(c)
-            (online if on else offline).append(c)
+            (online if is_on else offline).append(c)
             if len(online) >= k or len(seen) >= size:
                 break
     if len(online) >= k:
