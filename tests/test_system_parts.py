@@ -231,3 +231,23 @@ def test_profiles_built_in_python_are_profiles_like_any_other():
     assert len(cohort) == 10 and all(s.availability.online(c, s.now) for c in cohort)
     assert p.record()["availability"] == {"kind": "bernoulli", "p": 0.5, "slot_s": 60.0}
     assert not math.isnan(s.columns()["wasted_s"])
+
+
+def test_an_installed_package_registers_an_availability_model_by_name(tmp_path, monkeypatch):
+    pkg = tmp_path / "mylab_sys"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "avail.py").write_text(AVAILABILITY_PLUGIN)
+    info = tmp_path / "mylab_sys-1.0.dist-info"  # as pip would leave it
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mylab_sys\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[raycompo.availability]\neven-only = mylab_sys.avail:EvenOnly\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from raycompo import plugins
+
+    assert "even-only" in plugins.registered("availability") and "diurnal" in plugins.registered("availability")
+    profile = load_profile({"name": "ep", "availability": {"kind": "even-only", "parity": 1}}, resolve=plugins.load)
+    assert profile.availability.model.__name__ == "EvenOnly" and profile.availability.parity == 1
+    s = System(profile, 0, 100, D, 4 * D)
+    s.begin_round(1)
+    assert all(c % 2 == 1 for c in s.select(5, 0, lambda m: pytest.fail("not a plain draw")))
