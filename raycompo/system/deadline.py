@@ -36,7 +36,7 @@ def choose(predicted: dict[int, float], m: int, deadline_s: float | None) -> Cho
     """Keep the m candidates of smallest predicted finish time (ties by client id) when all
     m are within `deadline_s`; otherwise keep none (the round is abandoned at the deadline).
     A candidate that never reports (it goes offline first) has the time inf."""
-    order = sorted(predicted, key=lambda c: (predicted[c], c))
+    order = [c for _, c in sorted((t, c) for c, t in predicted.items())]  # by time, ties by id
     kept = order[:m]
     if len(kept) < m or math.isinf(predicted[kept[-1]]) or (deadline_s is not None and predicted[kept[-1]] > deadline_s):
         return Choice([], sorted(predicted), deadline_s if deadline_s is not None else math.inf)
