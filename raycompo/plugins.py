@@ -1,4 +1,6 @@
-"""Finding a task or an algorithm from what a user names, and shipping its code to Ray.
+"""Finding a task or an algorithm (or a system profile's availability model or selection
+policy: the kinds `availability` and `selection`) from what a user names, and shipping its
+code to Ray.
 
 A *spec* names a class in one of four ways, wherever raycompo takes a task or an
 algorithm (`--task`, `--algo`, a sweep's `algorithms:` keys, `raycompo.run(task, algo)`):
