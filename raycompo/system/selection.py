@@ -62,7 +62,7 @@ class SelectionView(Protocol):
     def predict_many(self, clients: list[int]) -> list[float]:
         """The clock's predicted seconds of this round's work for each client."""
 
-    def online_until(self, clients: list[int], t: float) -> list[float]:
+    def online_until_many(self, clients: list[int], t: float) -> list[float]:
         """When each client's online interval holding t ends (inf: it never leaves)."""
 
     def wait_until(self, t: float) -> None:
@@ -143,7 +143,7 @@ class Deadline(SelectionPolicy):
             view.wait_until(start)  # waiting for check-ins counts
             predicted = view.predict_many(candidates)
             stays = ([math.inf] * len(candidates) if view.always
-                     else [u - start for u in view.online_until(candidates, start)])
+                     else [u - start for u in view.online_until_many(candidates, start)])
             fastest = min(fastest, min(predicted))
             # a candidate that goes offline before it finishes never reports
             reports = {c: (p if p <= st else math.inf) for c, p, st in zip(candidates, predicted, stays)}

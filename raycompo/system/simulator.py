@@ -181,7 +181,7 @@ class System:
     def predict_many(self, clients: list[int]) -> list[float]:
         return self.clock.predict_many(clients)
 
-    def online_until(self, clients: list[int], t: float) -> list[float]:
+    def online_until_many(self, clients: list[int], t: float) -> list[float]:
         return self.availability.online_until_many(clients, t)
 
     def wait_until(self, t: float) -> None:
