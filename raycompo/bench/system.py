@@ -14,6 +14,8 @@ size of a checkpoint as a run goes on.
    checkpoint (`Federation.checkpoint`, as torch saves it) and of the system's part at each
    round of `--rounds`, and the ratio of the last to the first (target: within 1.3x from
    round 100 to round 300: the system's state is bounded, see raycompo/system/counters.py).
+   The ledger's part is printed beside it: its per-round breakdown (costs.csv's rows) is
+   kept until the run ends, O(rounds).
 
 Figures are printed, never asserted.
 """
@@ -51,8 +53,9 @@ def cohort_ms(n: int, m: int, profile: str, cohorts: int) -> dict[str, list[floa
     return out
 
 
-def checkpoint_sizes(n: int, cohort: int, rounds: list[int]) -> list[tuple[int, int, int]]:
-    """(round, checkpoint bytes, system state bytes) of a mobile FedAvg run at each round."""
+def checkpoint_sizes(n: int, cohort: int, rounds: list[int]) -> list[tuple[int, int, int, int]]:
+    """(round, checkpoint bytes, system state bytes, ledger state bytes) of a mobile FedAvg
+    run at each round."""
     import torch
 
     from raycompo.config import RunConfig
@@ -69,10 +72,11 @@ def checkpoint_sizes(n: int, cohort: int, rounds: list[int]) -> list[tuple[int, 
             fed.run_round()
             if r in rounds:
                 ckpt = fed.checkpoint()
-                whole, part = io.BytesIO(), io.BytesIO()
+                whole, part, led = io.BytesIO(), io.BytesIO(), io.BytesIO()
                 torch.save(ckpt, whole)
                 torch.save(ckpt["system"], part)
-                out.append((r, whole.tell(), part.tell()))
+                torch.save(ckpt["ledger"], led)
+                out.append((r, whole.tell(), part.tell(), led.tell()))
     finally:
         fed.close()
     return out
@@ -107,10 +111,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{med['draw']:11.3f} {min(t['draw']):8.3f} {med['draw_cpu']:8.3f}", flush=True)
     if a.rounds:
         print(f"\ncheckpoint of a mobile FedAvg run at {a.n} clients, cohort {a.cohort} (bytes)")
-        print(f"{'round':>6} {'checkpoint':>11} {'system':>9}")
+        print(f"{'round':>6} {'checkpoint':>11} {'system':>9} {'ledger':>9}")
         sizes = checkpoint_sizes(a.n, a.cohort, sorted(a.rounds))
-        for r, whole, part in sizes:
-            print(f"{r:6d} {whole:11d} {part:9d}", flush=True)
+        for r, whole, part, led in sizes:
+            print(f"{r:6d} {whole:11d} {part:9d} {led:9d}", flush=True)
         if len(sizes) > 1:
             print(f"round {sizes[-1][0]} / round {sizes[0][0]}: checkpoint {sizes[-1][1] / sizes[0][1]:.3f}x, "
                   f"system {sizes[-1][2] / sizes[0][2]:.3f}x (target <= 1.3x)")
