@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from raycompo.engine import run
     from raycompo.engine.signals import exit_code
-    from raycompo.results import finished
+    from raycompo.results import budget_reached, finished
 
     out = args.out
     try:
@@ -194,8 +194,12 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         if args.resume:
             cfg, out = resume_config(args, sys.argv[1:] if argv is None else argv)
-            if finished(out, cfg.rounds) is not None:
-                print(f"nothing left to do: {out} is already completed ({cfg.rounds} rounds); "
+            done = finished(out, cfg.rounds, cfg.budget)
+            if done is not None:
+                reached = budget_reached(done, cfg.budget)
+                print(f"nothing left to do: {out} is already completed ({done.get('rounds_done')} rounds, {reached}); "
+                      "raise --budget to run more" if reached else
+                      f"nothing left to do: {out} is already completed ({cfg.rounds} rounds); "
                       f"pass --rounds N with N > {cfg.rounds} to run more")
                 return 0
         else:
