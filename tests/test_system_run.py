@@ -66,10 +66,9 @@ def test_mobile_over_selects_and_drops_and_reports_clients():
         rows, wasted = [fed.initial_row()], 0.0
         for _ in range(4):
             predicted = {c: fed.system.predict(c) for c in everyone}  # from the last round's work
-            before = fed.client_columns(everyone)
             rows.append(fed.run_round())
-            after = fed.client_columns(everyone)
-            kept, dropped = ([c for c in everyone if after[c][k] > before[c][k]] for k in ("selected", "dropped"))
+            after = fed.client_columns(everyone)  # counts since the previous evaluation: this round's
+            kept, dropped = ([c for c in everyone if after[c][k] > 0] for k in ("selected", "dropped"))
             # each dropped candidate worked until the round closed, at the last kept one's finish
             close = max(predicted[c] for c in kept)
             wasted += sum(min(predicted[c], close) for c in dropped)
