@@ -31,10 +31,11 @@ other. Every import counts: inside a function, by a name (importlib) or through 
 (checked in CI by `lint-imports` and tests/test_layers.py, see docs/architecture.md):
 
   errors               user-facing errors
+  costs                the cost record of an exchange; the one list of the cost columns
   per_client           one evaluation's per-client values and their spread over clients
-  settings | seeding | costs | budget | lockfile | registry | backends | observers | stats | arguments | cost_axes
+  settings | seeding | budget | lockfile | registry | backends | observers | stats | arguments | cost_axes
                        typed settings dataclasses and `--set key=value`; seeded streams; the
-                       cost record of an exchange; the cost limits a run stops at; file locks;
+                       cost limits a run stops at; file locks;
                        discovery of built-ins; backend names; the Observer interface; t-intervals;
                        what the public functions' arguments accept; the cost axes (--x, --rank-at)
   problems | models | data | system/

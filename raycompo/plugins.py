@@ -1,4 +1,6 @@
-"""Finding a task or an algorithm from what a user names, and shipping its code to Ray.
+"""Finding a task or an algorithm (or a system profile's availability model or selection
+policy: the kinds `availability` and `selection`) from what a user names, and shipping its
+code to Ray.
 
 A *spec* names a class in one of four ways, wherever raycompo takes a task or an
 algorithm (`--task`, `--algo`, a sweep's `algorithms:` keys, `raycompo.run(task, algo)`):
@@ -48,9 +50,12 @@ from typing import Any
 
 from raycompo.errors import ConfigError
 
-KINDS = ("algorithm", "task")
-GROUPS = {"algorithm": "raycompo.algorithms", "task": "raycompo.tasks"}
-"""The entry point group through which an installed package registers names of a kind."""
+KINDS = ("algorithm", "task", "availability", "selection")
+GROUPS = {"algorithm": "raycompo.algorithms", "task": "raycompo.tasks", "availability": "raycompo.availability",
+          "selection": "raycompo.selection"}
+"""The entry point group through which an installed package registers names of a kind
+(`availability`: a system profile's availability model, `selection`: its selection policy;
+raycompo/system/, docs/system.md)."""
 
 _LOADED: dict[tuple[str, str], type] = {}
 """(kind, spec) -> class already found in this process (also a class given as an object,
@@ -59,7 +64,17 @@ _SPECS: dict[type, str] = {}
 """class -> the spec it was found by (the reverse of _LOADED)."""
 
 
-def _base(kind: str) -> tuple[type, ModuleType]:
+def _base(kind: str) -> tuple[type, ModuleType | None]:
+    """The base class of `kind` and the package of its built-ins (None: the system's kinds,
+    whose built-ins the system module lists itself)."""
+    if kind == "availability":
+        from raycompo.system.availability import AvailabilityModel
+
+        return AvailabilityModel, None
+    if kind == "selection":
+        from raycompo.system.selection import SelectionPolicy
+
+        return SelectionPolicy, None
     if kind == "algorithm":
         import raycompo.algorithms as pkg
         from raycompo.algorithms.base import Algorithm
@@ -91,6 +106,10 @@ def _builtins(kind: str) -> dict[str, type]:
     from raycompo.registry import discover
 
     base, pkg = _base(kind)
+    if pkg is None:  # the system's own small registries
+        from raycompo.system import availability, selection
+
+        return dict((availability if kind == "availability" else selection).BUILTINS)
     return discover(pkg, base)
 
 

@@ -184,5 +184,7 @@ def test_state_round_trip_continues_the_same_clock():
     touched = sorted({c for cohort, _ in full for c in cohort})
     assert b.client_columns(touched) == ref.client_columns(touched)
     assert full[-1][1]["sim_time"] > 0 and not math.isnan(full[-1][1]["wasted_s"])
-    with pytest.raises(ConfigError, match="belongs to another run"):
+    with pytest.raises(ConfigError, match=r"taken with profile 'mobile' and this run has profile 'uniform', which "
+                                          r"differ: name 'mobile' there, 'uniform' here; availability.kind 'diurnal' "
+                                          r"there, 'always' here"):
         System(PROFILES["uniform"], 7, 10**6, D, 4 * D).load(a.state())
