@@ -99,7 +99,7 @@ def test_fedbuff_server_steps_are_the_staleness_weighted_deltas():
 
     eta = 0.7
     fed = Federation(cfg(settings={"server_lr": eta}, system="uniform", aggregation="buffered", concurrency=2,
-                         buffer=1))
+                         buffer=1, eval_every=10**6))  # no evaluation: the per-client counters' window stays open
     try:
         w0 = fed.w.clone()
         fed.run_round()
@@ -236,12 +236,6 @@ def test_a_client_whose_online_interval_ends_before_it_finishes_is_lost_and_coun
     """Bernoulli slots of 1 s, updates of about 0.2 s: a client dispatched near the end of an
     online slot whose next slot is off leaves before it finishes. Its update never arrives
     (it is not in any buffer), its slot is refilled, its seconds are wasted, per client too."""
-    from raycompo.system.availability import Bernoulli
-    from raycompo.system.departures import departure
-
-    b = Bernoulli(0.5, 2.0, seed=0)
-    c = next(c for c in range(100) if b._on(c, 0) and not b._on(c, 1))
-    assert departure(b, c, 1.9, 2.5) == 2.0 and departure(b, c, 0.5, 1.5) is None
     profile = tmp_path / "flaky.yaml"
     profile.write_text(FLAKY)
     r = run(cfg(rounds=40, settings={"n_clients": 20}, system=str(profile), aggregation="buffered", concurrency=4,
@@ -251,7 +245,7 @@ def test_a_client_whose_online_interval_ends_before_it_finishes_is_lost_and_coun
     assert lost > 0 and r.rows[-1]["wasted_s"] > 0
     clients = r.clients
     per_client = clients[clients["round"] == 40].drop_duplicates("client")
-    assert per_client["dropped"].sum() == lost
+    assert per_client["dropped"].sum() == per_client["left"].sum() == lost  # no staleness bound: all left
     assert per_client["wasted_s"].sum() == pytest.approx(r.rows[-1]["wasted_s"])
     # every step still applied K = 2 updates that arrived
     assert all(row["in_flight"] <= 4 for row in r.rows[1:])

@@ -24,6 +24,8 @@
                round of 100 (logistic-784), and the event loop's overhead per server step at 10^6, 10^7 clients
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
                K = 10^3, 10^4 of 10^6 clients
+  system       the simulated system per cohort of 100 at 10^7 clients beside the engine's own draw,
+               and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -46,6 +48,7 @@ BENCHMARKS: dict[str, str] = {
     "ledger": "raycompo.bench.ledger",
     "per_client": "raycompo.bench.per_client",
     "async": "raycompo.bench.asynchronous",
+    "system": "raycompo.bench.system",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it
