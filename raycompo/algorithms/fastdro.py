@@ -157,7 +157,7 @@ class FastDRO(GlobalCOAlgorithm):
 
     @batched_phase("grad")
     def batched_client_grad(self, cb, states, payload):
-        batch = cb.batch(payload["j"], self.s.batch_size, count=False)  # "losses" read (and counted) these rows
+        batch = cb.batch(payload["j"], self.s.batch_size)  # the rows "losses" drew (the same seeds: counted once)
         w = payload["w"]
         q = torch.zeros(batch.mask.shape, dtype=w.dtype, device=w.device)  # padded rows weigh 0
         for i, cid in enumerate(cb.ids):
