@@ -104,12 +104,13 @@ def gcivr(r):
 
 
 def fastdro(r):
-    # per step: per-sample losses up (b of them), then the weights q of every pooled sample
-    # (float64, the whole dict to each client: sum_k min(b, n_k)) down, a gradient up. The
-    # gradient is taken on the batch of the losses (no new draw): b values, then 2 b.
+    # per step: (w, j) down, per-sample losses up (b of them), then j and the weights q of
+    # every pooled sample (float64, the whole dict to each client: sum_k min(b, n_k)) down
+    # (w is not sent again), a gradient up. The gradient is taken on the batch of the losses
+    # (no new draw): b values, then 2 b.
     pooled = sum(mb(c) for c in SIZES)
     return [("losses", lambda c, d: mb(c), lambda c, d: d + 1, lambda c, d: mb(c), lambda c, d: mb(c)),
-            ("grad", lambda c, d: 0, lambda c, d: d + 1 + pooled, lambda c, d: d, lambda c, d: GRAD * mb(c))] * I
+            ("grad", lambda c, d: 0, lambda c, d: 1 + pooled, lambda c, d: d, lambda c, d: GRAD * mb(c))] * I
 
 
 def pdsgd(r):
