@@ -82,7 +82,8 @@ class FedAvgCO(GlobalCOAlgorithm):
             b_g, b_h = self.batches(c, j)
             _, jac, gh = self.local_parts(x, b_g, b_h)
             x = x - payload["lr"] * direction(self.problem, jac, y, gh)
-            y = self.g_at(x, c.data.batch(c.rng(j + 1, Y_STREAM), self.s.batch_size))  # y_k = g_k(x_k)
+            if j + 1 < self.s.sync_every:  # y_k = g_k(x_k) for the next step (none after the last)
+                y = self.g_at(x, c.data.batch(c.rng(j + 1, Y_STREAM), self.s.batch_size))
         return {"x": x}, state
 
     # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
@@ -101,5 +102,6 @@ class FedAvgCO(GlobalCOAlgorithm):
             b_g, b_h = self.batched_batches(cb, j)
             _, jac, gh = global_batched.local_parts(cb.task, self.problem, x, b_g, b_h)
             x = x - payload["lr"] * global_batched.direction(self.problem, jac, y, gh)
-            y = global_batched.g_values(cb.task, self.problem, x, cb.batch(j + 1, self.s.batch_size, Y_STREAM))
+            if j + 1 < self.s.sync_every:  # none after the last step
+                y = global_batched.g_values(cb.task, self.problem, x, cb.batch(j + 1, self.s.batch_size, Y_STREAM))
         return {"x": x}, states

@@ -234,6 +234,7 @@ class LocalCompositional(Algorithm):
             support = maml_batched.stack_sets([s.support for _, s in tasks])
             query = maml_batched.stack_sets([s.query for _, s in tasks])
             xr = x[owner]
+            maml_batched.count_calls(self.problem, support, query, [i for i, _ in tasks], k)
             ys = maml_batched.inner_values(self.problem, xr, support)
             if r.inner is None:
                 hats = ys

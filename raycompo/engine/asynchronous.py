@@ -36,7 +36,7 @@ import torch
 from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import count_by_key, count_values
 from raycompo.system import draws
-from raycompo.system.clock import Workload, member_time
+from raycompo.system.clock import Workload, member_time, member_work
 from raycompo.system.events import (
     ARRIVAL,
     DISPATCH,
@@ -216,10 +216,11 @@ class AsyncServer:
                         y[name] = yi
                 i = row[c]
                 up = count_by_key(contribution)
-                cost = {"samples": costs.samples[i], "values_up": costs.values_up[i], "bytes_up": costs.bytes_up[i],
+                calls = costs.oracle_calls[i] if costs.oracle_calls else 0
+                cost = {"samples": costs.samples[i], "oracle_calls": calls, "values_up": costs.values_up[i], "bytes_up": costs.bytes_up[i],
                         "down": down, "up": up}
                 self.results[seq] = {"y": y, "delta": is_delta, "cost": cost}
-                samples.append(costs.samples[i])
+                samples.append(member_work(costs, i))
                 ups.append(costs.bytes_up[i])
             self.work = Workload(sum(samples) / len(samples), 0.0, sum(ups) / len(ups))
 
@@ -255,9 +256,10 @@ class AsyncServer:
         by_client: dict[int, dict[str, Any]] = {}
         by_key: dict[str, dict[str, int]] = {}
         for c, cost, uploaded in members:
-            acc = by_client.setdefault(c, {"mult": 0, "samples": 0, "vd": 0, "bd": 0, "vu": 0, "bu": 0})
+            acc = by_client.setdefault(c, {"mult": 0, "samples": 0, "calls": 0, "vd": 0, "bd": 0, "vu": 0, "bu": 0})
             acc["mult"] += 1
             acc["samples"] += cost["samples"]
+            acc["calls"] += cost.get("oracle_calls", 0)
             for key, (v, b) in cost["down"].items():
                 acc["vd"] += v
                 acc["bd"] += b
@@ -276,7 +278,8 @@ class AsyncServer:
         ledger = self.fed.ledger
         ledger.record(ExchangeCost(round=round_, phase=self.form.phase, index=ledger.next_index(round_), clients=clients,
                                    multiplicity=col("mult"), samples=col("samples"), values_down=col("vd"),
-                                   values_up=col("vu"), bytes_down=col("bd"), bytes_up=col("bu"), by_key=by_key))
+                                   values_up=col("vu"), bytes_down=col("bd"), bytes_up=col("bu"), by_key=by_key,
+                                   oracle_calls=col("calls")))
 
     # --- checkpoints ------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
