@@ -43,18 +43,21 @@ def test_without_system_no_column_and_uniform_changes_no_value():
 
 def test_uniform_clock_follows_the_ledger_feddro_barriers():
     """FedDRO uses every client and I + 1 exchanges a round; every member does the same work,
-    so a round's time is (I + 1) * 2 latency + (bytes down + up) / bandwidth + samples * 6 d
-    / FLOP/s, per member: the ledger's per-round totals / K."""
+    so a round's time is (I + 1) * 2 latency + (bytes down + up) / bandwidth + work * 6 d
+    / FLOP/s, per member: the ledger's per-round totals / K. The work is oracle calls / 2 (a
+    plain gradient's 2 calls a point; tests/test_ledger_formulas.py checks FedDRO's calls
+    against its paper)."""
     steps, K = 3, 4
     cfg = RunConfig(task="toy-co", algo="feddro", rounds=3, backend="inline", system="uniform",
                     settings={"n_clients": K, "sync_every": steps})
     rows = run(cfg).rows
     d = Federation(cfg, start=False).w.numel()
     for prev, row in zip(rows, rows[1:]):
-        delta = {k: row[k] - prev[k] for k in ("exchanges", "samples", "bytes_down", "bytes_up", "sim_time")}
+        delta = {k: row[k] - prev[k] for k in ("exchanges", "samples", "oracle_calls", "bytes_down", "bytes_up",
+                                            "sim_time")}
         assert delta["exchanges"] == steps + 1
         expect = ((steps + 1) * 2 * 0.05 + (delta["bytes_down"] + delta["bytes_up"]) / K / 1.25e6
-                  + delta["samples"] / K * 6 * d / 1e10)
+                  + delta["oracle_calls"] / 2 / K * 6 * d / 1e10)
         assert delta["sim_time"] == pytest.approx(expect, rel=1e-9)
 
 
