@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raycompo.algorithms.base import client_phase
+from raycompo.algorithms.base import Buffered, client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.problems import global_batched
@@ -44,6 +44,21 @@ class FedAvgCOSettings(GlobalCOSettings):
 class FedAvgCO(GlobalCOAlgorithm):
     name = "fedavg-co"
     Settings = FedAvgCOSettings
+
+    @classmethod
+    def asynchronous(cls, settings):
+        """Buffered FedAvg-CO, Case I (a research extension): a client starts from the x-bar
+        it downloaded with y_k = g_k(x-bar) of its own (Case I's reset; in place of line 2's
+        y-bar^0 also at version 0), runs I local steps and sends x_k, merged like FedBuff's
+        model. Its y_k is as stale as its x-bar. Case II is refused: y-bar = 1/K sum_k
+        g_k(x-bar) is an exchange with every client before anyone steps, a barrier."""
+        if settings.case == 2:
+            return ("fedavg-co Case II shares y-bar = 1/K sum_k g_k(x-bar) with every client before the local "
+                    "steps, a barrier by construction; use case=1 asynchronously")
+        return Buffered(phase="local", model="x")
+
+    def async_payload(self, w, state, version):
+        return {"w": w, "lr": self.lr_at(version), "ybar": None}  # Case I: y_k = g_k(x-bar), the client's own
 
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))
