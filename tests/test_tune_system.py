@@ -93,15 +93,38 @@ def test_rank_at_sim_time_without_a_system_says_how_to_give_one(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
-def test_python_sweep_of_the_system_ranked_at_equal_sim_time_and_rerun(tmp_path, ray_session):
+FEDBUFF = {**SPACE, "algorithms": {"fedavg": {"lr": [0.1], "aggregation": "buffered", "concurrency": [4],
+                                             "buffer": [2, 4]}}}
+
+
+def test_an_aggregation_is_searched_like_a_hyperparameter_and_its_command_repeats_it():
+    space = space_from_dict(FEDBUFF)
+    for point in space.grid("fedavg"):
+        cfg = space.run_config("fedavg", {**point, "server_lr": 0.5}, rounds=3, seed=0)
+        assert (cfg.aggregation, cfg.concurrency, cfg.buffer) == ("buffered", 4, point["buffer"])
+        assert cfg.settings == {"clients_per_round": 5, "lr": 0.1, "server_lr": 0.5}  # an aggregation setting
+        command = command_line(cfg.to_dict())
+        assert f"--aggregation buffered --concurrency 4 --buffer {point['buffer']}" in command
+        again = rerun_config(command)
+        assert (again.aggregation, again.concurrency, again.buffer, again.settings) == \
+            (cfg.aggregation, cfg.concurrency, cfg.buffer, cfg.settings)
+
+
+def test_a_swept_key_cannot_be_overridden_on_the_command_line(tmp_path, capsys):
+    assert main(["--space", "system", "--system", "uniform", "--out", str(tmp_path / "out")]) == 2
+    assert "--system: system is swept by space system for comfedl" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_python_sweep_of_fedbuff_ranked_at_equal_sim_time_and_rerun(tmp_path, ray_session):
     import raycompo
     from raycompo.run import main as run_main
 
-    result = raycompo.tune(SPACE, search="grid", rank_at="sim_time", out=tmp_path / "s", num_cpus=2)
+    result = raycompo.tune(FEDBUFF, search="grid", rank_at="sim_time", rounds=12, out=tmp_path / "s", num_cpus=2)
     trials = result.trials.set_index("trial_id")
-    assert sorted(trials["system"]) == ["mobile-fastest", "mobile-sync"] and set(trials["status"]) == {"completed"}
+    assert sorted(trials["buffer"]) == [2, 4] and set(trials["status"]) == {"completed"}
     rows = result.metrics
-    # the budget, sim_time >= 0.5, ends each trial at its first row that reaches it
+    # the budget, sim_time >= 0.5, ends each trial at its first server step that reaches it
     for tid, r in rows.groupby("trial_id"):
         times = r.sort_values("round")["sim_time"].tolist()
         assert times[-1] >= 0.5 and all(t < 0.5 for t in times[:-1])
@@ -115,28 +138,29 @@ def test_python_sweep_of_the_system_ranked_at_equal_sim_time_and_rerun(tmp_path,
     assert best["value"] == pytest.approx(max(expect.values()))
     assert best["value_cost"] <= c_star + 1e-12
     assert json.loads((tmp_path / "s" / "best.json").read_text())["rank_at"]["cost"] == pytest.approx(c_star)
-    # every command repeats the trial's system and the space's budget, and re-runs to its rows
+    # every command repeats the trial's system, budget and aggregation, and re-runs to its rows
     tid = trials.index[0]
     command = trials.loc[tid, "command"]
-    assert f"--system {trials.loc[tid, 'system']}" in command and "--budget sim_time=0.5" in command
+    assert "--system mobile-sync" in command and "--budget sim_time=0.5" in command
+    assert f"--aggregation buffered --concurrency 4 --buffer {trials.loc[tid, 'buffer']}" in command
     assert best["command"] in set(trials["command"])
     assert run_main(shlex.split(command)[3:] + ["--out", str(tmp_path / "rerun"), "--quiet"]) == 0
     again = pd.read_csv(tmp_path / "rerun" / "metrics.csv")
     mine = rows[rows["trial_id"] == tid].sort_values("round")
-    assert again["sim_time"].tolist() == pytest.approx(mine["sim_time"].tolist())
-    assert again["val_acc_worst"].tolist() == pytest.approx(mine["val_acc_worst"].tolist())
+    for column in ("sim_time", "val_acc_worst", "staleness_mean"):
+        assert again[column].tolist() == pytest.approx(mine[column].tolist(), nan_ok=True)
 
 
-def test_cli_budget_and_system_override_the_space(tmp_path, ray_session):
+def test_cli_sweep_of_the_system_space_with_a_budget_override(tmp_path, ray_session):
     out = tmp_path / "cli"
-    rc = main(["--space", "system", "--samples", "1", "--rounds", "4", "--algos", "fedavg", "--system", "mobile-fastest",
-               "--budget", "sim_time=0.3", "--rank-at", "sim_time", "--out", str(out), "--quiet", "--num-cpus", "2"])
+    rc = main(["--space", "system", "--samples", "1", "--rounds", "6", "--algos", "comfedl", "--budget", "sim_time=0.3",
+               "--rank-at", "sim_time", "--out", str(out), "--quiet", "--num-cpus", "2"])
     assert rc == 0
     trials = pd.read_csv(out / "trials.csv")
     [command] = trials["command"]
-    assert "--system mobile-fastest" in command and "--budget sim_time=0.3" in command
+    assert f"--system {trials['system'][0]}" in command and "--budget sim_time=0.3" in command
     rows = pd.read_parquet(out / "metrics.parquet")
     assert rows["sim_time"].iloc[-1] >= 0.3 and not math.isnan(rows["sim_time"].iloc[-1])
     assert (rows["sim_time"].iloc[:-1] < 0.3).all()
     meta = json.loads((out / "sweep.json").read_text())
-    assert meta["space"]["run"] == {"system": "mobile-fastest", "budget": {"sim_time": 0.3}}
+    assert meta["space"]["run"] == {"system": "mobile-sync", "budget": {"sim_time": 0.3}}

@@ -134,10 +134,13 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         if swept:
             raise ConfigError(f"--set {key}=...: {key} is swept by space {space.name} for {', '.join(swept)}")
     space.settings = {**space.settings, **opts.settings}
-    if opts.system is not None:
-        space.run["system"] = opts.system
-    if opts.budget:
-        space.run["budget"] = dict(opts.budget)
+    for key, value in (("system", opts.system), ("budget", opts.budget or None)):
+        if value is None:
+            continue
+        swept = [a for a in space.algorithms if key in space.algorithms[a]]
+        if swept:
+            raise ConfigError(f"--{key}: {key} is swept by space {space.name} for {', '.join(swept)}")
+        space.run[key] = dict(value) if isinstance(value, dict) else value
     algos = opts.algorithms or list(space.algorithms)
     mode = opts.mode or space.mode
     if mode not in ("max", "min"):
