@@ -144,7 +144,7 @@ def validate(jobs: list[Job]) -> None:
     """Refuse unknown or out-of-range settings before anything runs (ConfigError)."""
     seen = set()
     for j in jobs:
-        key = (j.cfg.algo, json.dumps(j.cfg.settings, sort_keys=True, default=str))
+        key = json.dumps({**j.cfg.to_dict(), "seed": 0}, sort_keys=True, default=str)  # system, aggregation too
         if key not in seen:
             seen.add(key)
             resolve(j.cfg, check_clients=False)
