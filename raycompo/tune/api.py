@@ -133,7 +133,7 @@ def tune(
         cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor, seed=seed,
         algorithms=list(algorithms) if algorithms else None, settings=dict(settings or {}),
         out=None if out is None else str(out), rank_at=rank_at, system=None if system is None else str(system),
-        budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
+        budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  # checked by resolve
     )
     space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed)
     ensure_ray(address, num_cpus)

@@ -173,9 +173,9 @@ def check_rank_at(axis: str, columns: list[str], task: str) -> None:
         raise ConfigError(f"unknown --rank-at {axis!r}; choose one of: {', '.join(COST_AXES)}")
     missing = missing_columns(columns, axis)
     if missing and axis == "sim_time":
-        raise ConfigError(f"--rank-at sim_time needs the column sim_time, which a trial has only on a simulated "
-                          f"system: give the space a `system: PROFILE` key (or --system PROFILE, system= in "
-                          f"raycompo.tune), e.g. uniform or mobile")
+        raise ConfigError("--rank-at sim_time needs the column sim_time, which a trial has only on a simulated "
+                          "system: give the space a `system: PROFILE` key (or --system PROFILE, system= in "
+                          "raycompo.tune), e.g. uniform or mobile")
     if missing:
         raise ConfigError(f"--rank-at {axis} needs the column(s) {', '.join(COST_AXES[axis])}, which the rows of "
                           f"task {task} lack ({', '.join(missing)}): {where_from(axis)}")
