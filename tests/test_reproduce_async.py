@@ -71,3 +71,16 @@ def test_the_async_claims_are_accepted_by_the_engine_before_anything_runs(name, 
     for j in jobs:  # every run stops at the claim's common budget, and says so in its command
         assert j.cfg.budget and "--budget" in command(j)
         assert j.cfg.system in ("mobile-sync", "mobile-fastest") and f"--system {j.cfg.system}" in command(j)
+
+
+def test_on_a_cost_axis_the_mean_curve_ends_at_the_last_round_every_run_reached():
+    import pandas as pd
+
+    from raycompo.reproduce.report import band
+
+    # two runs stopped by a budget at rounds 3 and 4; the second's cost at round 4 is below the first's at 3
+    a = pd.DataFrame({"round": range(4), "val_acc": [0.1, 0.2, 0.3, 0.4], "sim_time": [0.0, 1.0, 2.0, 3.0]})
+    b = pd.DataFrame({"round": range(5), "val_acc": [0.1, 0.3, 0.5, 0.6, 0.7], "sim_time": [0.0, 0.5, 1.0, 1.5, 2.0]})
+    x, m, _, _ = band([a, b], "val_acc", 1.0, x_axis="sim_time")
+    assert list(x) == [0.0, 0.75, 1.5, 2.25]  # means of both runs' costs, increasing; round 4 (b alone) left out
+    assert list(m) == pytest.approx([0.1, 0.25, 0.4, 0.5])
