@@ -109,8 +109,10 @@ def list_spaces() -> str:
             lines.append(f"  {name:<10} INVALID: {exc}")
             continue
         grid = ", ".join(f"{a} {s.grid_size(a)}" for a in s.algorithms)
+        run = "".join(f", {k} {' '.join(f'{c}={x}' for c, x in v.items()) if isinstance(v, dict) else v}"
+                      for k, v in s.run.items())  # system mobile-sync, budget sim_time=8
         lines.append(f"  {name:<10} task {s.task}{' (offline)' if s.offline else ''}, metric {s.metric} ({s.mode}), "
-                     f"{s.rounds} rounds; grid {s.grid_size()} trials ({grid})")
+                     f"{s.rounds} rounds{run}; grid {s.grid_size()} trials ({grid})")
     return "spaces:\n" + "\n".join(lines)
 
 
