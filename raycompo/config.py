@@ -275,9 +275,11 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
     check_budget(cfg.budget, getattr(cfg, "system", None))
+    from raycompo.plugins import load as load_plugin
     from raycompo.system import check_profile, load_profile
 
-    profile = load_profile(cfg.system) if cfg.system is not None else None
+    # a profile's availability model and selection policy may be plugins: found as tasks are
+    profile = load_profile(cfg.system, resolve=load_plugin) if cfg.system is not None else None
     task_cls = load("task", cfg.task)
     algo_cls = load("algorithm", cfg.algo)
     context = f"task {task_cls.name} with algorithm {algo_cls.name}"
@@ -317,9 +319,13 @@ def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, a
     keys = set(aggregation_keys())
     given = {k: v for k, v in settings.items() if k in keys}
     cohort = algo_settings.cohort_size(n_clients) if hasattr(algo_settings, "cohort_size") else n_clients
-    trace = getattr(tables, "trace", None)
+    reachable = None  # the clients that can ever be online (a trace's), None: all
+    if profile is not None and tables is not None and cfg.aggregation != "sync":
+        a = profile.availability
+        population = a.model.create(a.settings, cfg.seed, n_clients, tables.availability).population
+        reachable = None if population is None else len(population)
     p = plan(cfg.aggregation, cfg.concurrency, cfg.buffer, given, min(cohort, n_clients), n_clients,
-             profile is not None, None if trace is None else len(trace))
+             profile is not None, reachable)
     if p is None:
         return None
     form = algo_cls.asynchronous(algo_settings)

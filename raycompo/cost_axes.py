@@ -11,6 +11,8 @@ A run's metrics.csv holds cumulative cost columns (the engine's ledger: `samples
 * `sim_time`: simulated seconds of the system profile (only with `--system`).
 
 Like `costs`, this module imports nothing of raycompo: it sits at the bottom of the layers.
+Every column an axis sums is one of `costs.COST_COLUMNS`, the one list of the cost columns
+(tests/test_budget.py checks it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ COST_AXES: dict[str, tuple[str, ...]] = {
     "bytes": ("bytes_up", "bytes_down"),
     "sim_time": ("sim_time",),
 }
-"""Axis name -> the metrics.csv columns whose sum it is."""
+"""Axis name -> the metrics.csv columns whose sum it is (each one of `COST_COLUMNS`)."""
 
 COST_LABELS = {
     "samples": "samples drawn",

@@ -20,8 +20,12 @@
                inline vs ray metrics difference, lines of code of the examples
   ledger       what counting every exchange's costs adds to a round at 10^6 clients, with and
                without counting side by side (target <= 3%)
+  async        FedBuff (C = 100, K = 10): seconds per 100 client updates vs a synchronous batched
+               round of 100 (logistic-784), and the event loop's overhead per server step at 10^6, 10^7 clients
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
                K = 10^3, 10^4 of 10^6 clients
+  system       the simulated system per cohort of 100 at 10^7 clients beside the engine's own draw,
+               and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -43,6 +47,8 @@ BENCHMARKS: dict[str, str] = {
     "plugin": "raycompo.bench.plugin",
     "ledger": "raycompo.bench.ledger",
     "per_client": "raycompo.bench.per_client",
+    "async": "raycompo.bench.asynchronous",
+    "system": "raycompo.bench.system",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

@@ -36,8 +36,16 @@ import torch
 from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import count_by_key, count_values
 from raycompo.system import draws
-from raycompo.system.clock import Workload
-from raycompo.system.events import ARRIVAL, DISPATCH, DISPATCH_DRAW, Event, Queue, draw_cap, draw_client
+from raycompo.system.clock import Workload, member_time
+from raycompo.system.events import (
+    ARRIVAL,
+    DISPATCH,
+    DISPATCH_DRAW,
+    Event,
+    Queue,
+    draw_cap,
+    draw_client,
+)
 
 COLUMNS = ("staleness_mean", "staleness_max", "in_flight")
 """Columns of an asynchronous run's rows (besides sim_time, dropped, wasted_s): the
@@ -81,8 +89,8 @@ class AsyncServer:
             self.started = True
         accepted: list[tuple[int, dict[str, Any]]] = []
         members: list[tuple[int, dict[str, Any], bool]] = []  # (client, cost, uploaded)
-        dropped, wasted = 0, 0.0
         system = fed.system
+        system.begin_round(version + 1)  # this step's `dropped` and per-client window (no barrier here)
         while len(accepted) < plan.buffer:
             e = q.pop()
             if e.kind == DISPATCH:
@@ -96,18 +104,12 @@ class AsyncServer:
             r = self._result(e.seq)
             if e.lost:  # went offline before finishing: downloaded and worked, sent nothing
                 members.append((e.client, r["cost"], False))
-                dropped += 1
-                wasted += e.time - e.start
-                _count(system, "dropped", e.client, 1)
-                _count(system, "wasted_s", e.client, e.time - e.start)
+                system.drop(e.client, e.time - e.start, True)
                 continue
             members.append((e.client, r["cost"], True))
             tau = version - e.version
             if plan.settings.max_staleness is not None and tau > plan.settings.max_staleness:
-                dropped += 1
-                wasted += e.time - e.start
-                _count(system, "dropped", e.client, 1)
-                _count(system, "wasted_s", e.client, e.time - e.start)
+                system.drop(e.client, e.time - e.start, False)
                 continue
             accepted.append((tau, r))
         w, state = self._apply(accepted, w, state)
@@ -115,8 +117,6 @@ class AsyncServer:
         self.versions = {v: snap for v, snap in self.versions.items() if v in live}
         self._record(members, version + 1)
         system.now = q.now
-        system.dropped_round = dropped
-        system.wasted_s += wasted
         taus = [t for t, _ in accepted]
         self.last = {"staleness_mean": sum(taus) / len(taus), "staleness_max": max(taus), "in_flight": len(q.in_flight)}
         return w, state
@@ -149,26 +149,34 @@ class AsyncServer:
                 c, start = draw_client(self._draw, e.seq, e.time, avail.population, fed.n_clients, q.in_flight,
                                        avail.online, avail.next_online, draw_cap(self.plan.concurrency))
                 q.in_flight.add(c)
-                _count(system, "drawn", c, 1)
+                system.counters.count("drawn", [c])
                 if start > e.time:  # the slot waits for this client's check-in
                     q.push(Event(start, DISPATCH, e.seq, client=c))
                     continue
-            _count(system, "online", c, 1)
-            _count(system, "selected", c, 1)
+            system.counters.count("online", [c])
             started.append((e.seq, c, start))
         if not started:
             return
+        system.keep([c for _, c, _ in started])  # `selected`, per client
         snap = self._snapshot(version, w, state)
-        self.pending += [(seq, c, version) for seq, c, _ in started]
         if self.work is None:  # nothing computed yet: this group's own work predicts its times
+            self.pending += [(seq, c, version) for seq, c, _ in started]
             self._compute()
         assert self.work is not None
         bytes_down = float(count_values(snap["payload"])[1])
         rates = system.devices.rates
         for seq, c, start in started:
-            fixed, per_down, per_up, per_sample = rates(c)  # = clock.member_time(device, ...)
-            took = fixed + bytes_down * per_down + self.work.samples * per_sample + self.work.bytes_up * per_up
-            q.push(Event(start + took, ARRIVAL, seq, client=c, version=version, start=start))
+            finish = start + member_time(rates(c), self.work.samples, bytes_down, self.work.bytes_up)
+            left = None if avail.always else avail.online_until(c, start)
+            if left is not None and left < finish:  # offline before it finishes: lost; its slot frees when it leaves
+                # (not computed; only a client of the very first group was, to predict the work)
+                self.results[seq] = {"cost": {"samples": 0, "values_up": 0, "bytes_up": 0,
+                                              "down": count_by_key(snap["payload"]), "up": {}}}
+                q.push(Event(left, ARRIVAL, seq, client=c, version=version, lost=True, start=start))
+                continue
+            if seq not in self.results:
+                self.pending.append((seq, c, version))
+            q.push(Event(finish, ARRIVAL, seq, client=c, version=version, start=start))
 
     # --- lazy computation -------------------------------------------------------------
     def _result(self, seq: int) -> dict[str, Any]:
@@ -289,8 +297,3 @@ class AsyncServer:
         self.work = None if state["work"] is None else Workload(*map(float, state["work"]))
         self.last = dict(state["last"])
 
-
-def _count(system: Any, key: str, c: int, v: float) -> None:
-    """Add to the system's per-client counter `key` (clients.csv's columns)."""
-    d = system.counters[key]
-    d[c] = d.get(c, 0) + v
