@@ -328,6 +328,10 @@ def band(curves: list[pd.DataFrame], metric: str, x_scale: float, log: bool = Fa
     if not series:
         return None
     frame = pd.concat(series, axis=1)
+    if x_axis is not None and len(series) > 1:
+        # runs stopped by a budget end at different rounds: a mean cost over the runs still going
+        # would step back along the x axis, so the curve ends at the last round every run reached
+        frame = frame[frame.notna().all(axis=1)]
     if log:
         frame = np.log10(frame.where(frame > 0))
     n = frame.notna().sum(axis=1)

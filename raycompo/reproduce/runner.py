@@ -125,7 +125,7 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         settings = {**base_settings, **applicable(extra or {}, task, v.algo), **v.settings}
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=r, seed=seed, settings=settings, backend="inline",
-                            eval_every=ev, data_dir=data_dir, system=v.system, budget=dict(v.budget))
+                            eval_every=ev, data_dir=data_dir, system=v.system, budget=dict(v.budget), **v.run)
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     for v in extras:
         unknown = set(v.settings) - set(applicable(v.settings, task, v.algo))
@@ -144,7 +144,7 @@ def validate(jobs: list[Job]) -> None:
     """Refuse unknown or out-of-range settings before anything runs (ConfigError)."""
     seen = set()
     for j in jobs:
-        key = (j.cfg.algo, json.dumps(j.cfg.settings, sort_keys=True, default=str))
+        key = json.dumps({**j.cfg.to_dict(), "seed": 0}, sort_keys=True, default=str)  # system, aggregation too
         if key not in seen:
             seen.add(key)
             resolve(j.cfg, check_clients=False)
@@ -163,6 +163,8 @@ def command(job: Job) -> str:
         parts += ["--system", c.system]
     if c.budget:
         parts += ["--budget"] + [f"{k}={x:g}" for k, x in c.budget.items()]
+    for key, value in job.variant.run.items():  # --aggregation buffered --concurrency 10 --buffer 5
+        parts += [f"--{key.replace('_', '-')}", str(value)]
     if c.settings:
         parts += ["--set"] + [f"{k}={'none' if v is None else v}" for k, v in c.settings.items()]
     parts += ["--out", str(job.out), "--overwrite"]
@@ -182,6 +184,9 @@ def is_done(job: Job) -> bool:
         return False
     want = job.cfg.to_dict()
     if not all(cfg.get(k) == want[k] for k in SAME):
+        return False
+    defaults = RunConfig().to_dict()  # a variant's system, budget, aggregation...: a config.json without the key had the default
+    if not all(cfg.get(k, defaults[k]) == want[k] for k in ("system", "budget", *job.variant.run)):
         return False
     if cfg.get("code"):  # the user's own class: its source changed since, so the run is stale
         from raycompo.errors import RaycompoError

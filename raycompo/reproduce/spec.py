@@ -42,11 +42,30 @@ class Variant:
     budget: dict[str, float] = field(default_factory=dict)
     """A cost budget for its runs (`--budget KEY=VALUE`, e.g. {'values_up': 2e4}): each run stops
     at the first round its cumulative cost reaches it (equal-cost comparisons)."""
+    run: dict[str, Any] = field(default_factory=dict)
+    """Other RunConfig keys of its runs (`RUN_KEYS`: `aggregation`, `concurrency`, `buffer`, ...),
+    as `python -m raycompo.run --aggregation buffered --concurrency 10 --buffer 5` sets them."""
 
     def described(self) -> str:
         """Its settings as the tables show them ('k=v ...', and the system when it has one)."""
         return " ".join([f"{k}={x}" for k, x in self.settings.items()] + ([f"system={self.system}"] if self.system else [])
+                        + [f"{k}={x}" for k, x in self.run.items()]
                         + [f"budget {k}={x:g}" for k, x in self.budget.items()])
+
+
+CLAIM_OWNED = ("task", "algo", "rounds", "seed", "settings", "backend", "data_dir", "eval_every", "system", "budget",
+               "clients_per_actor", "cpus_per_actor", "gpus_per_actor")
+"""RunConfig fields a claim or a variant's own arguments set."""
+
+
+def run_keys() -> tuple[str, ...]:
+    """The RunConfig fields a variant takes as keywords beside its settings (`V(..., aggregation=
+    'buffered', buffer=5)`): every field but the claim's own, read from RunConfig itself."""
+    import dataclasses
+
+    from raycompo.config import RunConfig
+
+    return tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in CLAIM_OWNED)
 
 
 def V(label: str, algo: str, *, group: str = "", rounds: int | None = None, eval_every: int | None = None,
@@ -54,9 +73,14 @@ def V(label: str, algo: str, *, group: str = "", rounds: int | None = None, eval
       **settings: Any) -> Variant:
     """One variant in one line: `V("comfedl-g1", "comfedl", gamma=1)`; `system=` a simulated
     system's profile (`V("fedavg-drop", "fedavg", system="mobile-fastest")`); `budget=` a cost
-    budget (`V("tau5", "comfedl", tau=5, budget={"values_up": 2e4})`)."""
+    budget (`V("tau5", "comfedl", tau=5, budget={"values_up": 2e4})`); a keyword that is a
+    RunConfig field (`run_keys`: `aggregation`, `concurrency`, `buffer`, ...) sets that field
+    (`V("fedbuff", "fedavg", system="mobile-sync", aggregation="buffered", concurrency=10, buffer=5)`),
+    any other a task or algorithm setting."""
+    keys = run_keys()
+    run = {k: settings.pop(k) for k in list(settings) if k in keys}
     return Variant(label, algo, dict(settings), group, rounds, eval_every, x_scale, system=system,
-                   budget=dict(budget or {}))
+                   budget=dict(budget or {}), run=run)
 
 
 @dataclass(frozen=True)

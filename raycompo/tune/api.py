@@ -56,7 +56,8 @@ def tune_arguments() -> dict[str, Arg]:
         "num_cpus": positive_int(none=True), "stop_after": positive_int(none=True), "quiet": Arg(("bool",)),
         "rank_at": Arg(("choice",), choices=tuple(COST_AXES), none=True),
         **{k: shared[k] for k in ("settings", "backend", "cpus_per_actor", "gpus_per_actor", "out", "address",
-                                  "tracker")},
+                                  "tracker", "system")},
+        "budget": Arg(("mapping",), none=True),
     }
 
 
@@ -86,6 +87,8 @@ def tune(
     quiet: bool = True,
     tracker: str | Sequence[str] | None = None,
     rank_at: str | None = None,
+    system: str | Path | None = None,
+    budget: Mapping[str, float] | None = None,
 ) -> SweepResult:
     """Sweep a search space with Ray Tune (+ Optuna) and return the trials and the best
     settings, as `python -m raycompo.tune` does.
@@ -105,6 +108,13 @@ def tune(
         or 'sim_time': rank the trials at equal cost (each trial's metric at its last
         evaluated row whose cost is <= the smallest final cost of the completed trials;
         `best` then holds `value_round` and `value_cost`); None: after the last round.
+        'sim_time' needs a simulated system: the space's `system` key or `system=`.
+    system, budget: a simulated system (a profile name or YAML path) and a cost budget
+        ({'sim_time': 3600}) for every trial, over the space's `system` and `budget` keys
+        (as --system / --budget of `python -m raycompo.run`). A space also sets them, and any
+        other RunConfig option of the engine (an aggregation, its `buffer` K and
+        `concurrency` C), as top-level keys, and sweeps them under an algorithm like any
+        hyperparameter (`raycompo.tune.space`); each trial's `command` repeats them.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
     from raycompo.trackers import check_trackers
     from raycompo.tune.results import SweepStore
@@ -122,7 +132,8 @@ def tune(
         max_concurrent=max_concurrent, backend=backend, hosts_per_trial=hosts_per_trial, driver_cpus=driver_cpus,
         cpus_per_actor=cpus_per_actor, gpus_per_actor=gpus_per_actor, seed=seed,
         algorithms=list(algorithms) if algorithms else None, settings=dict(settings or {}),
-        out=None if out is None else str(out), rank_at=rank_at,
+        out=None if out is None else str(out), rank_at=rank_at, system=None if system is None else str(system),
+        budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  # checked by resolve
     )
     space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed)
     ensure_ray(address, num_cpus)

@@ -4,6 +4,7 @@
     python -m raycompo.tune --space dro --search grid     # the paper's whole grid
     python -m raycompo.tune --space dro --full            # the full-MNIST task (download)
     python -m raycompo.tune --space dro --rank-at values  # algorithms compared at equal values sent
+    python -m raycompo.tune --space system --rank-at sim_time   # on a simulated system, at equal simulated time
     python -m raycompo.tune --resume sweep_results/dro-20250101-120000
 
 Writes trials.csv (one row per trial, with the command that re-runs it),
@@ -20,6 +21,7 @@ import signal
 import sys
 
 from raycompo.backends import backend_names
+from raycompo.budget import BUDGET_KEYS, parse_budget
 from raycompo.cost_axes import COST_AXES
 from raycompo.engine.signals import exit_code, sigterm_as_sigint
 from raycompo.errors import RaycompoError
@@ -63,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trials run at once (default: as many as the CPUs/GPUs fit)")
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="fixed task/algorithm settings of every trial, over the space's `settings` (e.g. n_way=20)")
+    p.add_argument("--system", default=None, metavar="PROFILE",
+                   help="a simulated system for every trial, over the space's `system` key: a built-in profile "
+                        "(uniform, mobile, ...) or a YAML file (docs/system.md); adds sim_time for --rank-at sim_time")
+    p.add_argument("--budget", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                   help="end every trial at the first round whose cumulative cost reaches VALUE, over the space's "
+                        "`budget` key; keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with a system)")
     p.add_argument("--algos", nargs="+", default=None, metavar="ALGO", help="sweep only these algorithms of the space")
     p.add_argument("--backend", choices=backend_names(), default="inline",
                    help="engine inside each trial: inline (one process; fastest for small tasks) or ray "
@@ -101,8 +109,10 @@ def list_spaces() -> str:
             lines.append(f"  {name:<10} INVALID: {exc}")
             continue
         grid = ", ".join(f"{a} {s.grid_size(a)}" for a in s.algorithms)
+        run = "".join(f", {k} {' '.join(f'{c}={x}' for c, x in v.items()) if isinstance(v, dict) else v}"
+                      for k, v in s.run.items())  # system mobile-sync, budget sim_time=8
         lines.append(f"  {name:<10} task {s.task}{' (offline)' if s.offline else ''}, metric {s.metric} ({s.mode}), "
-                     f"{s.rounds} rounds; grid {s.grid_size()} trials ({grid})")
+                     f"{s.rounds} rounds{run}; grid {s.grid_size()} trials ({grid})")
     return "spaces:\n" + "\n".join(lines)
 
 
@@ -124,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         opts.settings = parse_sets(args.sets)
+        opts.system, opts.budget = args.system, parse_budget(args.budget) or None
         trackers = check_trackers(args.tracker)
         space, meta, store = prepare(opts, resume=args.resume)
     except RaycompoError as exc:

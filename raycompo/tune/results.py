@@ -46,13 +46,53 @@ TRIAL_COLUMNS = ("trial_id", "algorithm", "status", "settings")
 """The trials.csv columns `--resume` reads to know what is done."""
 
 
+RUN_OPTION_NAMES = {"state_memory_gb": "state_memory", "host_timeout_s": "host_timeout",
+                    "vectorize_memory_mb": "vectorize_memory"}
+"""RunConfig fields whose `raycompo.run` keyword (and `--option`) is not the field's name."""
+
+
+def run_options(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The trial's RunConfig keys beyond the sweep's own (`space.run_keys`: system, budget,
+    an aggregation and its settings, ...) whose value differs from RunConfig's default, by
+    `raycompo.run` keyword: what its re-run command must repeat."""
+    import dataclasses
+
+    from raycompo.config import RunConfig
+    from raycompo.tune.space import run_keys
+
+    defaults = RunConfig()
+    return {RUN_OPTION_NAMES.get(k, k): cfg[k] for k in run_keys()
+            if k in cfg and cfg[k] != getattr(defaults, k) and not dataclasses.is_dataclass(cfg[k])}
+
+
+def option_args(keyword: str, value: Any) -> list[str]:
+    """`--system mobile`, `--budget sim_time=3600`: a `raycompo.run` keyword as its command-line option."""
+    flag = "--" + keyword.replace("_", "-")
+    if isinstance(value, dict):
+        return [flag] + [f"{k}={_number(v)}" for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [flag] + [str(v) for v in value]
+    if isinstance(value, bool):
+        return [flag] if value else []
+    return [flag, str(value)]
+
+
+def _number(v: Any) -> str:
+    """3600.0 -> '3600', 1e6 -> '1e+06', 1234567.5 -> '1234567.5': short, and read back exactly."""
+    if isinstance(v, float) and math.isfinite(v) and float(f"{v:g}") == v:
+        return f"{v:g}"
+    return str(v)
+
+
 def command_line(cfg: dict[str, Any]) -> str:
-    """The `python -m raycompo.run` command that re-runs a trial's RunConfig; for a task or
+    """The `python -m raycompo.run` command that re-runs a trial's RunConfig, with its
+    system, budget and the engine's other options (`run_options`); for a task or
     algorithm that only a Python session can make (`plugins.session_only`: a notebook's
     class, one from task_from_arrays), the `raycompo.run(...)` call to make in that
     session, with a comment naming the class to re-create."""
     from raycompo.plugins import session_only
 
+    extra = run_options(cfg)
     session = [(arg, cfg[arg]) for arg in ("task", "algo") if session_only(cfg[arg])]
     if session:
         names = {arg: _class_name(spec) for arg, spec in session}
@@ -62,6 +102,7 @@ def command_line(cfg: dict[str, Any]) -> str:
             kwargs.append(f"eval_every={cfg['eval_every']!r}")
         if cfg.get("data_dir"):
             kwargs.append(f"data_dir={cfg['data_dir']!r}")
+        kwargs += [f"{k}={v!r}" for k, v in extra.items()]
         if cfg.get("settings"):
             kwargs.append(f"settings={dict(cfg['settings'])!r}")
         made = "; ".join(f"{names[arg]} = the {arg} class of your session ({spec})" for arg, spec in session)
@@ -72,6 +113,8 @@ def command_line(cfg: dict[str, Any]) -> str:
         parts += ["--eval-every", str(cfg["eval_every"])]
     if cfg.get("data_dir"):
         parts += ["--data-dir", cfg["data_dir"]]
+    for keyword, value in extra.items():
+        parts += option_args(keyword, value)
     if cfg.get("settings"):
         parts += ["--set"] + [f"{k}={v}" for k, v in cfg["settings"].items()]
     return " ".join(shlex.quote(p) for p in parts)

@@ -14,16 +14,29 @@ Format (every key but `task` and `algorithms` is optional)::
     offline: true              # false: `task` needs a data download (CI skips its tiny sweep)
     settings: {}               # task/algorithm settings of every trial (flat keys); an
                                # algorithm that sweeps one of them uses its swept values
+    system: mobile             # RunConfig.system of every trial (a simulated system: a profile
+                               # name or a YAML file, docs/system.md); default none
+    budget: {sim_time: 3600}   # RunConfig.budget: every trial ends at the first round whose
+                               # cumulative cost column reaches its limit (raycompo/budget.py)
+    aggregation: buffered      # any other field of RunConfig that is not the sweep's own
+                               # (see RUN_KEYS): the same value for every trial
     algorithms:                # algorithm -> {setting: list of the paper's values}
       comfedl: {lr: [0.01, 0.1], gamma: [0.1, 0.5, 1, 5], tau: [1, 5, 10]}
+      fedavg: {lr: [0.1], buffer: [5, 10], concurrency: [10, 20]}  # RunConfig keys swept too
 
 A scalar instead of a list is a one-value list; `{}` runs the algorithm's defaults.
+A key of an algorithm's mapping (or of `settings`, or `--set`) that is a field of RunConfig
+in `run_keys()` (system, budget, and the engine's options such as an aggregation's buffer K
+and concurrency C) sets that field of the trial's RunConfig; every other key is a task or
+algorithm setting. So an engine option is searched like any hyperparameter, and the trial's
+re-run command (trials.csv's `command`) carries it as the option of `python -m raycompo.run`.
 `--search grid` runs the Cartesian product of the lists of each algorithm; `--search
 optuna` samples categorical choices over the same values.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -44,6 +57,24 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0, "eval_every": 1, "offline": True, "settings": {},
 }
 MAX_GRID = 20000
+
+SWEEP_OWNED = ("task", "algo", "rounds", "seed", "settings", "backend", "data_dir", "eval_every", "clients_per_actor",
+               "cpus_per_actor", "gpus_per_actor")
+"""RunConfig fields the sweep sets itself (from the space's own keys and the command line)."""
+
+
+def run_keys() -> tuple[str, ...]:
+    """The RunConfig fields a space may set (a top-level key: every trial's value) or sweep
+    (a key of an algorithm's mapping): every field but the sweep's own (SWEEP_OWNED), e.g.
+    `system`, `budget`, `eval_clients`, and any option the engine adds (an aggregation, its
+    buffer and concurrency), read from RunConfig itself so that a new field needs nothing here."""
+    return tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in SWEEP_OWNED)
+
+
+def split_run_keys(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(RunConfig fields, task/algorithm settings) of a flat mapping (a point, `settings`)."""
+    keys = set(run_keys())
+    return ({k: v for k, v in values.items() if k in keys}, {k: v for k, v in values.items() if k not in keys})
 
 
 def sweeps_dirs() -> list[Path]:
@@ -93,6 +124,8 @@ class Space:
     eval_every: int = 1
     offline: bool = True
     settings: dict[str, Any] = field(default_factory=dict)
+    run: dict[str, Any] = field(default_factory=dict)
+    """The space's top-level RunConfig keys (`system`, `budget`, ...: see `run_keys`)."""
     path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,12 +159,14 @@ class Space:
     def run_config(self, algo: str, point: dict[str, Any], *, full: bool = False, rounds: int | None = None,
                    seed: int | None = None, backend: str = "inline", data_dir: str | None = None,
                    **engine: Any) -> RunConfig:
-        """The RunConfig of one trial (the same one `python -m raycompo.run` builds from its row)."""
+        """The RunConfig of one trial (the same one `python -m raycompo.run` builds from its row):
+        the space's RunConfig keys, then those of `settings` and of the point (`split_run_keys`)."""
         task = self.full_task if full else self.task
+        fields, settings = split_run_keys({**self.settings, **point})
         return RunConfig(
             task=task, algo=algo, rounds=rounds or self.rounds, seed=self.seed if seed is None else seed,
-            settings={**self.settings, **point}, backend=backend, eval_every=self.eval_every, data_dir=data_dir,
-            **engine,
+            settings=settings, backend=backend, eval_every=self.eval_every, data_dir=data_dir,
+            **{**self.run, **fields}, **engine,
         )
 
 
@@ -171,14 +206,15 @@ def parse_space(raw: Any, path: Path, source: str | None = None) -> Space:
     where = source or f"space file {path}"
     if not isinstance(raw, dict):
         raise _fail(where, "must be a YAML mapping with keys task, algorithms, ...")
-    allowed = REQUIRED_KEYS + OPTIONAL_KEYS
+    allowed = REQUIRED_KEYS + OPTIONAL_KEYS + run_keys()
     unknown = sorted(set(raw) - set(allowed))
     if unknown:
         raise _fail(where, f"unknown key(s) {', '.join(map(str, unknown))}; allowed keys: {', '.join(allowed)}")
     missing = [k for k in REQUIRED_KEYS if k not in raw]
     if missing:
         raise _fail(where, f"missing key(s) {', '.join(missing)}")
-    d = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None or k == "full_task"}}
+    run = {k: raw[k] for k in run_keys() if k in raw}
+    d = {**DEFAULTS, **{k: v for k, v in raw.items() if k not in run and (v is not None or k == "full_task")}}
     if not isinstance(d["task"], str):
         raise _fail(where, f"task must be a task name, got {d['task']!r}")
     if d["full_task"] is not None and not isinstance(d["full_task"], str):
@@ -215,7 +251,10 @@ def parse_space(raw: Any, path: Path, source: str | None = None) -> Space:
                 raise _fail(where, f"algorithms.{algo}.{key} lists a value twice: {values!r}")
             clean[str(algo)][str(key)] = values
     d["algorithms"] = clean
-    space = Space(name=path.stem, path=str(path) if source is None else None, **d)
+    if "budget" in run and not isinstance(run["budget"], dict):
+        raise _fail(where, f"budget must be a mapping of cost column to limit (e.g. {{sim_time: 3600}}), "
+                           f"got {run['budget']!r}")
+    space = Space(name=path.stem, path=str(path) if source is None else None, run=run, **d)
     load_plugins(space)
     return space
 

@@ -82,6 +82,10 @@ class SweepOptions:
     rank_at: str | None = None
     """A cost axis (samples, values, bytes, sim_time): rank the trials at equal cost
     (tune/equal_cost.py) instead of after the last round. The search itself is unchanged."""
+    system: str | None = None
+    """A simulated system for every trial (`--system`), over the space's `system` key."""
+    budget: dict[str, float] | None = None
+    """A cost budget for every trial (`--budget KEY=VALUE`), over the space's `budget` key."""
 
 
 @dataclass
@@ -130,6 +134,13 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         if swept:
             raise ConfigError(f"--set {key}=...: {key} is swept by space {space.name} for {', '.join(swept)}")
     space.settings = {**space.settings, **opts.settings}
+    for key, value in (("system", opts.system), ("budget", opts.budget or None)):
+        if value is None:
+            continue
+        swept = [a for a in space.algorithms if key in space.algorithms[a]]
+        if swept:
+            raise ConfigError(f"--{key}: {key} is swept by space {space.name} for {', '.join(swept)}")
+        space.run[key] = dict(value) if isinstance(value, dict) else value
     algos = opts.algorithms or list(space.algorithms)
     mode = opts.mode or space.mode
     if mode not in ("max", "min"):
@@ -161,6 +172,10 @@ def check_rank_at(axis: str, columns: list[str], task: str) -> None:
     if axis not in COST_AXES:
         raise ConfigError(f"unknown --rank-at {axis!r}; choose one of: {', '.join(COST_AXES)}")
     missing = missing_columns(columns, axis)
+    if missing and axis == "sim_time":
+        raise ConfigError("--rank-at sim_time needs the column sim_time, which a trial has only on a simulated "
+                          "system: give the space a `system: PROFILE` key (or --system PROFILE, system= in "
+                          "raycompo.tune), e.g. uniform or mobile")
     if missing:
         raise ConfigError(f"--rank-at {axis} needs the column(s) {', '.join(COST_AXES[axis])}, which the rows of "
                           f"task {task} lack ({', '.join(missing)}): {where_from(axis)}")

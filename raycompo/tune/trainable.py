@@ -135,11 +135,13 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     from raycompo.config import RunConfig
     from raycompo.engine import run
     from raycompo.plugins import remember
+    from raycompo.tune.space import split_run_keys
 
     remember(spec.classes)
     point = {k: v for k, v in config.items() if k != "algorithm"}
-    d = dict(spec.bases[config["algorithm"]])
-    d["settings"] = {**d.get("settings", {}), **point}
+    fields, settings = split_run_keys(point)  # swept RunConfig keys (a buffer K, a system) are fields
+    d = {**spec.bases[config["algorithm"]], **fields}
+    d["settings"] = {**d.get("settings", {}), **settings}
     cfg = RunConfig.from_dict(d)
     uses_ray = get_backend(cfg.backend).uses_ray
     pg = ray.util.get_current_placement_group() if uses_ray else None
