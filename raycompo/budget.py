@@ -19,8 +19,9 @@ from typing import Any
 
 from raycompo.errors import ConfigError
 
-BUDGET_KEYS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges", "sim_time")
-"""The cost columns a budget may limit (`sim_time` exists only with a simulated system)."""
+BUDGET_KEYS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges", "sim_time", "epsilon")
+"""The cost columns a budget may limit (`sim_time` exists only with a simulated system,
+`epsilon` only with client-level DP, --dp-clip: the config checks that)."""
 
 NEEDS_SYSTEM = ("sim_time",)
 """Budget keys whose column only a simulated system (`--system`) writes."""

@@ -26,6 +26,7 @@ from raycompo.config import Resolved, RunConfig, resolve
 from raycompo.costs import ExchangeCost
 from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.pools import Pool, make_pool
+from raycompo.engine.transforms import Transforms
 from raycompo.errors import ConfigError
 from raycompo.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
 from raycompo.seeding import SERVER, generator
@@ -110,9 +111,17 @@ class RoundCtx:
         pool = self._pool(phase)
         if not self.counted:
             return pool.map(phase, self.round, counts, payload, reduce)
-        result, members = pool.map(phase, self.round, counts, payload, reduce, count=True)
         ledger = self.fed.ledger
-        cost = exchange_cost(self.round + 1, phase, ledger.next_index(self.round + 1), counts, payload, members)
+        index = ledger.next_index(self.round + 1)
+        transforms = self.fed.transforms  # compression, DP (engine/transforms.py); None without
+        encoded: dict[str, int] = {}
+        if transforms is not None:
+            payload, encoded = transforms.payload(phase, self.round, index, payload)
+        result, members = pool.map(phase, self.round, counts, payload, reduce, count=True)
+        cost = exchange_cost(self.round + 1, phase, index, counts, payload, members)
+        if transforms is not None:
+            transforms.recount_down(cost, encoded)
+            result = transforms.noise(phase, self.round, index, result, reduce, len(counts))
         ledger.record(cost)
         for listener in self.fed.exchange_listeners:
             listener(cost)
@@ -178,6 +187,9 @@ class Federation:
         clients asked (O(asked)); None without."""
         if isinstance(self.system, System):
             self.exchange_listeners.append(self.system.on_exchange)
+        self.transforms = Transforms.make(r, self.n_clients, self.algorithm)
+        """The driver's payload transforms (engine/transforms.py): --compress-down, the DP
+        noise and accountant (the column epsilon); None without --compress / --dp-clip."""
         self.stop_checks: list[Callable[[dict[str, Any]], str | None]] = []
         """Each sees a round's cost columns (`cost_columns`) once it ended; the first reason
         it returns ends the run there, status 'completed' (e.g. the config's budget)."""
@@ -238,7 +250,10 @@ class Federation:
     def cost_columns(self) -> dict[str, Any]:
         """The cumulative cost columns of this round's row (engine/ledger.py), then, with
         --system, the simulated system's (sim_time, dropped, wasted_s)."""
-        return {**self.ledger.columns(), **self.system.columns()}
+        columns = {**self.ledger.columns(), **self.system.columns()}
+        if self.transforms is not None:
+            columns.update(self.transforms.columns())
+        return columns
 
     def run_round(self) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -247,6 +262,8 @@ class Federation:
         self.system.end_round()
         self.round += 1
         self.ledger.close_round(self.round)
+        if self.transforms is not None:
+            self.transforms.close_round(self.round)
         round_time = time.perf_counter() - t0
         self.elapsed += round_time
         costs = self.cost_columns()
@@ -311,6 +328,7 @@ class Federation:
             "config": self.cfg.to_dict(),
             "ledger": self.ledger.state(),
             "system": self.system.state(),
+            **({"transforms": self.transforms.state()} if self.transforms is not None else {}),
         }
 
     def restore(self, ckpt: dict[str, Any]) -> None:
@@ -326,6 +344,8 @@ class Federation:
             self.ledger.load(ckpt["ledger"], self.round)
         if isinstance(self.system, System) and ckpt.get("system") is not None:  # the same clock goes on
             self.system.load(ckpt["system"])
+        if self.transforms is not None and ckpt.get("transforms") is not None:  # server residuals, accountant
+            self.transforms.load(ckpt["transforms"], self.round)
         self.pool.load_client_states(ckpt["client_states"])
 
     def close(self) -> None:

@@ -20,12 +20,14 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.base import Algorithm, State
+from raycompo.compression.uplink import Uplink, split_residuals, with_residuals
 from raycompo.config import Resolved
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.ledger import MemberCosts, count_by_key, samples_read
 from raycompo.engine.state_store import StateStore
+from raycompo.engine.transforms import make_uplink
 from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 from raycompo.seeding import CLIENT, fold, generator_from
 from raycompo.tasks.base import ClientData
@@ -138,6 +140,19 @@ class Host:
         self.states = StateStore(state_budget_bytes, os.environ.get("RAYCOMPO_SPILL_DIR"), device=self.device)
         self.scratch: dict[int, dict[str, Any]] = {}
         self.scratch_round = -1
+        # What clients send up on its way (compression, DP clipping; engine/transforms.py).
+        self.uplink: Uplink | None = make_uplink(r, self.algorithm)
+        self._exchanges: dict[int, int] = {}
+        self._exchanges_round = -1
+
+    def exchange_number(self, cid: int, round_: int) -> int:
+        """Client cid's count of transformed exchanges before this one in round `round_`
+        (a key of its compression draws: FedDRO's I + 1 exchanges draw apart)."""
+        if round_ != self._exchanges_round:
+            self._exchanges, self._exchanges_round = {}, round_
+        n = self._exchanges.get(cid, 0)
+        self._exchanges[cid] = n + 1
+        return n
 
     def context(self, cid: int, round_: int) -> ClientCtx:
         if round_ != self.scratch_round:  # scratch lives for one round
@@ -178,12 +193,21 @@ class Host:
             self.busy_seconds += time.perf_counter() - t0
             return (batched, costs) if count else batched
         result: dict[Any, Any] = {}
+        uplink = self.uplink if count else None  # a server round's exchanges only
         for cid, mult in items:
             c = self.context(cid, round_)
             read = samples_read(c.data) if count else 0
-            out, new_state = run_phase(c, self.state(c), payload)
+            state, residuals = split_residuals(self.state(c)) if uplink else (self.state(c), {})
+            out, new_state = run_phase(c, state, payload)
+            encoded: dict[str, int] = {}
+            if uplink is not None:  # compressed, clipped: what the server decodes
+                out, (residuals,), encoded = uplink.apply(phase, round_, [(cid, self.exchange_number(cid, round_))],
+                                                          out, payload, [residuals], batched=False)
+                new_state = with_residuals(new_state, residuals)
             if costs is not None:  # the contribution as sent, before the float64 pre-reduction
-                costs.add(cid, mult, (samples_read(c.data) - read) * mult, count_by_key(out))
+                sizes = count_by_key(out)
+                sizes.update({key: (sizes[key][0], size) for key, size in encoded.items()})
+                costs.add(cid, mult, (samples_read(c.data) - read) * mult, sizes)
             self.keep_state(cid, new_state)
             if reduce:
                 add_into(result, out, float(mult))
