@@ -22,6 +22,8 @@
                without counting side by side (target <= 3%)
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
                K = 10^3, 10^4 of 10^6 clients
+  compress     FedAvg's batched logistic-784 round with top-k, QSGD, sign, rand-k and DP beside
+               the uncompressed round (target: top-k and QSGD within 1.3x)
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -43,6 +45,7 @@ BENCHMARKS: dict[str, str] = {
     "plugin": "raycompo.bench.plugin",
     "ledger": "raycompo.bench.ledger",
     "per_client": "raycompo.bench.per_client",
+    "compress": "raycompo.bench.compress",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

@@ -187,7 +187,7 @@ class Federation:
         clients asked (O(asked)); None without."""
         if isinstance(self.system, System):
             self.exchange_listeners.append(self.system.on_exchange)
-        self.transforms = Transforms.make(r, self.n_clients, self.algorithm)
+        self.transforms = Transforms.make(r, self.n_clients, self.algorithm, self.w.numel())
         """The driver's payload transforms (engine/transforms.py): --compress-down, the DP
         noise and accountant (the column epsilon); None without --compress / --dp-clip."""
         self.stop_checks: list[Callable[[dict[str, Any]], str | None]] = []

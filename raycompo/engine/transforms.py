@@ -66,10 +66,21 @@ class Transforms:
         """The server's error-feedback residual of each compressed payload key, 'phase:key'."""
 
     @classmethod
-    def make(cls, r: Resolved, n_clients: int, algorithm: Any) -> Transforms | None:
+    def make(cls, r: Resolved, n_clients: int, algorithm: Any, model_dim: int) -> Transforms | None:
+        """The driver's transforms, or None without any option. Checks, before the first
+        round, that topk / randk keep no more entries than the model has, for the payload's
+        model `w` and the contribution keys declared its updates (other keys' sizes are
+        checked at their first exchange)."""
         c = r.config
         if not c.compress and not c.compress_down and c.dp_clip is None:
             return None
+        declared = getattr(algorithm, "contributions", {}) or {}
+        for key, method in methods_of(c.compress).items():
+            if any(s.of == "w" for keys in declared.values() for k, s in keys.items() if k == key or key == "*"):
+                method.check_size(model_dim, key)
+        for key, method in methods_of(c.compress_down).items():
+            if key in ("w", "*"):
+                method.check_size(model_dim, key)
         return cls(r, n_clients, algorithm)
 
     # --- down ------------------------------------------------------------------------------
