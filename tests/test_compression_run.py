@@ -177,3 +177,38 @@ def test_a_simulated_system_sees_the_smaller_uploads():
     small = run(synthetic(system="mobile", compress={"*": "topk:0.01"}))
     assert small.rows[-1]["bytes_up"] < plain.rows[-1]["bytes_up"] / 10
     assert small.rows[-1]["sim_time"] < plain.rows[-1]["sim_time"]  # the same draws, shorter uploads
+
+
+def test_plots_on_epsilon_and_bytes(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    raycompo.run("dro-mnist5k", "fedavg", rounds=2, settings=SMALL_DRO, out=tmp_path / "dp" / "fedavg",
+                 compress={"*": "topk:0.05"}, dp_clip=1.0, dp_noise=1.0)
+    rows = pd.read_csv(tmp_path / "dp" / "fedavg" / "metrics.csv")
+    for axis, columns in (("epsilon", ["epsilon"]), ("bytes", ["bytes_up", "bytes_down"])):
+        fig = raycompo.plot(tmp_path / "dp", "val_acc", x=axis)
+        line = fig.axes[0].get_lines()[0]
+        np.testing.assert_allclose(np.asarray(line.get_xdata(), dtype=float), rows[columns].sum(axis=1).to_numpy())
+    assert fig.axes[0].get_xlabel() == "bytes communicated (up + down)"
+    raycompo.run("dro-mnist5k", "fedavg", rounds=1, settings=SMALL_DRO, out=tmp_path / "plain" / "fedavg")
+    with pytest.raises(ConfigError, match="--dp-clip"):
+        raycompo.plot(tmp_path / "plain", "val_acc", x="epsilon")
+
+
+def test_a_sweep_space_sets_and_searches_compression_and_dp():
+    from raycompo.tune.space import space_from_dict, split_transforms, validate
+
+    space = space_from_dict({"task": "dro-mnist5k", "settings": {**SMALL_DRO, "dp_delta": 1e-4},
+                             "algorithms": {"fedavg": {"compress": ["none", "*=topk:0.01", "nw=qsgd:4"],
+                                                       "dp_clip": [0.5, 1.0], "dp_noise": 1.0, "lr": 0.1}}})
+    configs = [space.run_config("fedavg", p) for p in space.grid("fedavg")]
+    assert [c.compress for c in configs[::2]] == [{}, {"*": "topk:0.01"}, {"nw": "qsgd:4"}]
+    assert {c.dp_clip for c in configs} == {0.5, 1.0} and all(c.dp_delta == 1e-4 and c.dp_noise == 1.0 for c in configs)
+    assert all("compress" not in c.settings and c.settings["lr"] == 0.1 for c in configs)
+    validate(space)  # every point resolves
+    bad = space_from_dict({"task": "dro-mnist5k", "settings": SMALL_DRO, "algorithms": {"fedavg": {"compress": "u=sign"}}})
+    with pytest.raises(ConfigError, match="does not send 'u' up"):
+        validate(bad)
+    with pytest.raises(ConfigError, match="expected 'KEY=METHOD"):
+        split_transforms({"compress": "topk:0.1"})

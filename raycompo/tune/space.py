@@ -18,6 +18,9 @@ Format (every key but `task` and `algorithms` is optional)::
       comfedl: {lr: [0.01, 0.1], gamma: [0.1, 0.5, 1, 5], tau: [1, 5, 10]}
 
 A scalar instead of a list is a one-value list; `{}` runs the algorithm's defaults.
+`compress`, `compress_down` (a string 'KEY=METHOD[,KEY=METHOD...]', or 'none'), `dp_clip`,
+`dp_noise` and `dp_delta` may be set and swept like settings: they become the trial's
+payload transforms (docs/compression.md), e.g. `fedavg: {compress: [none, "*=topk:0.01", "*=qsgd:4"]}`.
 `--search grid` runs the Cartesian product of the lists of each algorithm; `--search
 optuna` samples categorical choices over the same values.
 """
@@ -128,11 +131,38 @@ class Space:
                    **engine: Any) -> RunConfig:
         """The RunConfig of one trial (the same one `python -m raycompo.run` builds from its row)."""
         task = self.full_task if full else self.task
+        settings, transforms = split_transforms({**self.settings, **point})
         return RunConfig(
             task=task, algo=algo, rounds=rounds or self.rounds, seed=self.seed if seed is None else seed,
-            settings={**self.settings, **point}, backend=backend, eval_every=self.eval_every, data_dir=data_dir,
-            **engine,
+            settings=settings, backend=backend, eval_every=self.eval_every, data_dir=data_dir,
+            **transforms, **engine,
         )
+
+
+TRANSFORM_KEYS = ("compress", "compress_down", "dp_clip", "dp_noise", "dp_delta")
+"""Keys of a space's settings or points that are RunConfig fields (payload transforms), not
+task or algorithm settings."""
+
+
+def split_transforms(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(task and algorithm settings, RunConfig transform fields) of a trial's values; a
+    compress value 'nw=topk:0.01,u=qsgd:4' becomes {'nw': 'topk:0.01', 'u': 'qsgd:4'} ('none'
+    or '': {})."""
+    settings = {k: v for k, v in values.items() if k not in TRANSFORM_KEYS}
+    fields: dict[str, Any] = {}
+    for key in TRANSFORM_KEYS:
+        if key not in values:
+            continue
+        value = values[key]
+        if key.startswith("compress"):
+            text = "" if value is None else str(value).strip()
+            pairs = [] if text.lower() in ("", "none") else [p.partition("=") for p in text.split(",")]
+            bad = [k + s + m for k, s, m in pairs if not s or not k.strip() or not m.strip()]
+            if bad:
+                raise ConfigError(f"{key} {value!r}: expected 'KEY=METHOD[:PARAM][,KEY=METHOD...]' or 'none'")
+            value = {k.strip(): m.strip() for k, _, m in pairs}
+        fields[key] = value
+    return settings, fields
 
 
 def _fail(where: str, msg: str) -> ConfigError:
