@@ -71,7 +71,7 @@ def test_error_feedback_residual_carries_what_was_not_sent():
         out, (res,), encoded = uplink.apply("p", t, [(0, 0)], {"g": x[0]}, {}, [e], batched=False)
         previous = e.get("p:g", torch.zeros(6))
         torch.testing.assert_close(out["g"] + res["p:g"], x[0] + previous)  # sent + kept == input + previous
-        assert int((out["g"] != 0).sum()) == 2 and encoded == {"g": math.ceil(2 * (32 + 3) / 8)}
+        assert int((out["g"] != 0).sum()) == 2 and encoded == {"g": [math.ceil(2 * (32 + 3) / 8)]}
         e = res
 
 

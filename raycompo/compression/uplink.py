@@ -81,13 +81,15 @@ class Uplink:
 
     def apply(self, phase: str, round_: int, members: list[tuple[int, int]], out: dict[str, Any],
               payload: dict[str, Any], residuals: list[dict[str, torch.Tensor]],
-              batched: bool) -> tuple[dict[str, Any], list[dict[str, torch.Tensor]], dict[str, int]]:
+              batched: bool) -> tuple[dict[str, Any], list[dict[str, torch.Tensor]], dict[str, list[int]]]:
         """The decoded contribution of k members (`members`: (client id, its exchange
         number in this round)); `out` one member's contribution (`batched` False) or a
         chunk's, each value (k, ...) or a list of k numbers. Returns (decoded contribution,
-        each member's new residuals, {key: encoded bytes of one member's message} for the
-        compressed keys)."""
+        each member's new residuals, {key: each member's encoded bytes} for the compressed
+        keys)."""
         k = len(members)
+        if batched and any(isinstance(v, list) and any(isinstance(x, torch.Tensor) for x in v) for v in out.values()):
+            return self._member_by_member(phase, round_, members, out, payload, residuals)
         rows: dict[str, torch.Tensor] = {}
         for key, v in out.items():
             if isinstance(v, torch.Tensor):
@@ -122,7 +124,7 @@ class Uplink:
                     x = x - refs[key]
             moved[key] = x
         new_res = [dict(r) for r in residuals]
-        encoded: dict[str, int] = {}
+        encoded: dict[str, list[int]] = {}
         for key, method in methods.items():
             x = moved[key]
             d = x.shape[1]
@@ -145,7 +147,7 @@ class Uplink:
                 for i, r in enumerate(new_res):
                     r[name] = left[i].clone()
             moved[key] = c
-            encoded[key] = math.ceil(method.bits(d) / 8)
+            encoded[key] = [math.ceil(method.bits(d) / 8)] * k
         if self.clip is not None:
             moved, weights = clipped(moved, weights, self.clip)
         decoded = dict(out)
@@ -162,6 +164,25 @@ class Uplink:
                 if s.is_weight:
                     decoded[key] = restore(torch.ones_like(rows[key]), out[key], k, batched)
         return decoded, new_res, encoded
+
+
+    def _member_by_member(self, phase: str, round_: int, members: list[tuple[int, int]], out: dict[str, Any],
+                          payload: dict[str, Any], residuals: list[dict[str, torch.Tensor]]) -> Any:
+        """`apply` of a chunk whose output holds a list of per-member tensors of their own
+        sizes (FastDRO's per-sample losses): each member as the per-client path does it."""
+        decoded: list[dict[str, Any]] = []
+        new_res: list[dict[str, torch.Tensor]] = []
+        encoded: dict[str, list[int]] = {}
+        for i, member in enumerate(members):
+            one = {key: v[i] for key, v in out.items()}
+            dec, (res,), enc = self.apply(phase, round_, [member], one, payload, [residuals[i]], batched=False)
+            decoded.append(dec)
+            new_res.append(res)
+            for key, (size,) in enc.items():
+                encoded.setdefault(key, []).append(size)
+        joined = {key: torch.stack([d[key] for d in decoded]) if isinstance(v, torch.Tensor)
+                  else [d[key] for d in decoded] for key, v in out.items()}
+        return joined, new_res, encoded
 
 
 def clipped(moved: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],

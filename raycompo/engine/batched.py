@@ -158,15 +158,15 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
         out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gathered), states, payload)
         if len(new_states) != len(chunk):
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
-        encoded: dict[str, int] = {}
+        encoded: dict[str, list[int]] = {}
         if uplink is not None:  # the chunk's contributions compressed and clipped as one batch (engine/transforms.py)
             members = [(cid, host.exchange_number(cid, round_)) for cid, _ in chunk]
             out, residuals, encoded = uplink.apply(phase, round_, members, out, payload, residuals, batched=True)
             new_states = [with_residuals(st, res) for st, res in zip(new_states, residuals)]
         if costs is not None:
-            for (cid, mult), c, before, sizes in zip(chunk, ctxs, read, member_sizes(out, len(chunk))):
+            for i, ((cid, mult), c, before, sizes) in enumerate(zip(chunk, ctxs, read, member_sizes(out, len(chunk)))):
                 if encoded:
-                    sizes = {**sizes, **{key: (sizes[key][0], size) for key, size in encoded.items()}}
+                    sizes = {**sizes, **{key: (sizes[key][0], size[i]) for key, size in encoded.items()}}
                 costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes)
         for (cid, _), st in zip(chunk, new_states):
             host.keep_state(cid, st)

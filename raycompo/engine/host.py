@@ -199,14 +199,14 @@ class Host:
             read = samples_read(c.data) if count else 0
             state, residuals = split_residuals(self.state(c)) if uplink else (self.state(c), {})
             out, new_state = run_phase(c, state, payload)
-            encoded: dict[str, int] = {}
+            encoded: dict[str, list[int]] = {}
             if uplink is not None:  # compressed, clipped: what the server decodes
                 out, (residuals,), encoded = uplink.apply(phase, round_, [(cid, self.exchange_number(cid, round_))],
                                                           out, payload, [residuals], batched=False)
                 new_state = with_residuals(new_state, residuals)
             if costs is not None:  # the contribution as sent, before the float64 pre-reduction
                 sizes = count_by_key(out)
-                sizes.update({key: (sizes[key][0], size) for key, size in encoded.items()})
+                sizes.update({key: (sizes[key][0], size) for key, (size,) in encoded.items()})
                 costs.add(cid, mult, (samples_read(c.data) - read) * mult, sizes)
             self.keep_state(cid, new_state)
             if reduce:
