@@ -229,3 +229,13 @@ def test_per_member_tensors_of_their_own_sizes_batched_as_per_client():
     assert vec.pool.host.batched
     torch.testing.assert_close(vec.w, ref.w, rtol=1e-5, atol=1e-5)
     assert [r["bytes_up"] for r in vec_rows] == [r["bytes_up"] for r in ref_rows]
+
+
+def test_the_compress_benchmark_prints_each_variant(capsys):
+    from raycompo.bench.compress import main as bench
+
+    assert bench(["--m", "4", "--rounds", "1", "--repeats", "1", "--variants", "none", "topk:0.01", "qsgd:4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("FedAvg, logistic-784, m = 4") and [ln.split()[0] for ln in lines[1:]] == [
+        "none", "topk:0.01", "qsgd:4"]
+    assert "1.00x" in lines[1]
