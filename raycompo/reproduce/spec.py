@@ -42,21 +42,26 @@ class Variant:
     budget: dict[str, float] = field(default_factory=dict)
     """A cost budget for its runs (`--budget KEY=VALUE`, e.g. {'values_up': 2e4}): each run stops
     at the first round its cumulative cost reaches it (equal-cost comparisons)."""
+    transforms: dict[str, Any] = field(default_factory=dict)
+    """Payload transforms of its runs, RunConfig fields (docs/compression.md): `compress`
+    ({key: method}), `compress_down`, `dp_clip`, `dp_noise`, `dp_delta`."""
 
     def described(self) -> str:
         """Its settings as the tables show them ('k=v ...', and the system when it has one)."""
         return " ".join([f"{k}={x}" for k, x in self.settings.items()] + ([f"system={self.system}"] if self.system else [])
-                        + [f"budget {k}={x:g}" for k, x in self.budget.items()])
+                        + [f"budget {k}={x:g}" for k, x in self.budget.items()]
+                        + [f"{k}={x}" for k, x in self.transforms.items()])
 
 
 def V(label: str, algo: str, *, group: str = "", rounds: int | None = None, eval_every: int | None = None,
       x_scale: float = 1.0, system: str | None = None, budget: dict[str, float] | None = None,
-      **settings: Any) -> Variant:
+      transforms: dict[str, Any] | None = None, **settings: Any) -> Variant:
     """One variant in one line: `V("comfedl-g1", "comfedl", gamma=1)`; `system=` a simulated
     system's profile (`V("fedavg-drop", "fedavg", system="mobile-fastest")`); `budget=` a cost
-    budget (`V("tau5", "comfedl", tau=5, budget={"values_up": 2e4})`)."""
+    budget (`V("tau5", "comfedl", tau=5, budget={"values_up": 2e4})`); `transforms=` compression
+    and DP (`V("topk", "fedavg", transforms={"compress": {"*": "topk:0.01"}})`)."""
     return Variant(label, algo, dict(settings), group, rounds, eval_every, x_scale, system=system,
-                   budget=dict(budget or {}))
+                   budget=dict(budget or {}), transforms=dict(transforms or {}))
 
 
 @dataclass(frozen=True)
