@@ -259,7 +259,8 @@ def finished(folder: str | Path, rounds: int) -> dict[str, Any] | None:
     return stored if stored.get("status") == "completed" and done == rounds else None
 
 
-DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system")
+DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "compress", "compress_down",
+            "dp_clip", "dp_noise", "dp_delta")
 """RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them."""
 
 

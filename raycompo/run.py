@@ -287,6 +287,8 @@ RESUME_CHANGES = {
     "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
     "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
     "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system",
+    "compress": "compress", "compress_down": "compress_down", "dp_clip": "dp_clip", "dp_noise": "dp_noise",
+    "dp_delta": "dp_delta",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""
@@ -303,7 +305,8 @@ def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig,
     if "out" in given and args.out != args.resume:
         raise RaycompoError(f"--resume {args.resume} writes into {args.resume}; to start a new run in {args.out}, "
                             "leave out --resume")
-    parsers = {"sets": parse_sets, "budget": parse_budget}
+    parsers = {"sets": parse_sets, "budget": parse_budget, "compress": lambda v: parse_compress(v, "--compress"),
+               "compress_down": lambda v: parse_compress(v, "--compress-down")}
     changes = {field: (parsers[dest](getattr(args, dest)) if dest in parsers else getattr(args, dest))
                for dest, field in RESUME_CHANGES.items() if dest in given}
     cfg = resumed_config(args.resume, rounds=args.rounds if "rounds" in given else None, changes=changes)

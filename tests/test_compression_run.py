@@ -239,3 +239,20 @@ def test_the_compress_benchmark_prints_each_variant(capsys):
     assert lines[0].startswith("FedAvg, logistic-784, m = 4") and [ln.split()[0] for ln in lines[1:]] == [
         "none", "topk:0.01", "qsgd:4"]
     assert "1.00x" in lines[1]
+
+
+def test_command_line_resume_continues_and_keeps_the_transforms(tmp_path, capsys):
+    import pandas as pd
+
+    base = ["--task", "dro-mnist5k", "--algo", "fedavg", "--backend", "inline", "--quiet",
+            "--set", *[f"{k}={v}" for k, v in SMALL_DRO.items()], "lr=0.1",
+            "--compress", "nw=topk:0.05", "--dp-clip", "1", "--dp-noise", "1"]
+    assert main([*base, "--rounds", "4", "--out", str(tmp_path / "whole")]) == 0
+    assert main([*base, "--rounds", "2", "--checkpoint-every", "1", "--out", str(tmp_path / "cut")]) == 0
+    assert main(["--resume", str(tmp_path / "cut"), "--rounds", "4", "--quiet"]) == 0
+    cols = ["round", "val_acc", "bytes_up", "epsilon"]
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "whole" / "metrics.csv")[cols],
+                                  pd.read_csv(tmp_path / "cut" / "metrics.csv")[cols])
+    capsys.readouterr()
+    assert main(["--resume", str(tmp_path / "cut"), "--rounds", "5", "--quiet", "--compress", "nw=sign"]) == 2
+    assert "cannot change --compress" in capsys.readouterr().err

@@ -462,7 +462,7 @@ register(Claim(
         V("fedavg-at-topk-bytes", "fedavg", budget={"bytes_up": TOPK_BYTES}),
         V("fedavg-at-qsgd-bytes", "fedavg", budget={"bytes_up": QSGD_BYTES}),
     ),
-    metrics=("val_acc", "val_acc_worst", "bytes"),
+    metrics=("val_acc", "val_acc_worst", "bytes_up", "bytes"),
     panels=(Panel("val_acc", "average validation accuracy"), Panel("val_acc_worst", "worst-client validation accuracy")),
     paper_says="at the same rounds, top-k 1% with error feedback and 4-level QSGD stay close to uncompressed FedAvg "
     "(70x and 8x fewer bytes up); at the same bytes up they beat it",
