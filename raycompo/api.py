@@ -139,7 +139,7 @@ def run(
     budget: end the run, status 'completed', at the first round whose cumulative cost
         column reaches its limit, e.g. {'samples': 1e6, 'values_up': 1e8} (keys: samples,
         values_up, values_down, bytes_up, bytes_down, exchanges; sim_time with a simulated
-        system); as --budget KEY=VALUE.
+        system; epsilon with client-level DP); as --budget KEY=VALUE.
     compress: compression of what clients send up, {contribution key or '*': method}, methods
         'qsgd:S', 'topk:K', 'randk:K', 'sign' (as --compress KEY=METHOD; `--list` shows each
         algorithm's keys); bytes_up counts the encoded messages (docs/compression.md).

@@ -61,7 +61,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         "file; adds the columns sim_time, dropped, wasted_s (docs/system.md)")
     p.add_argument("--budget", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="end the run (completed) at the first round whose cumulative cost reaches VALUE; "
-                        "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system)")
+                        "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system, epsilon with --dp-clip)")
     p.add_argument("--compress", nargs="+", action="extend", default=[], metavar="KEY=METHOD[:PARAM]",
                    help="compress what clients send up, by contribution key (see --list) or *: qsgd:S, topk:K, randk:K, "
                         "sign (K < 1 a fraction); bytes_up counts the encoded size (docs/compression.md)")
