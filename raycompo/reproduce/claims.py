@@ -491,26 +491,6 @@ register(Claim(
     notes="Shared u (per_task_state=False), so that u and m travel each round; top-k 10% with error feedback.",
 ))
 
-register(Claim(
-    name="compress-feddro-inner",
-    source="(our question, issue 34) FedDRO (dro-mnist5k) with compressed exchanges",
-    title="FedDRO: compressing only the model x, or also the embeddings y of every local step",
-    task="dro-mnist5k", rounds=100, eval_every=5, x_axis="bytes",
-    variants=(
-        V("none", "feddro"),
-        V("x", "feddro", transforms={"compress": {"x": "qsgd:16"}}),
-        V("x-y", "feddro", transforms={"compress": {"x": "qsgd:16", "y": "qsgd:16"}}),
-    ),
-    metrics=("val_acc", "val_acc_worst", "bytes"),
-    panels=(Panel("val_acc", "average validation accuracy"), Panel("val_acc_worst", "worst-client validation accuracy")),
-    paper_says="(our hypothesis) quantizing the embeddings y (exchanged I times a round) as well as x costs little "
-    "accuracy at a large saving",
-    checks=(Close("val_acc", "x-y", "x", 0.03), Close("val_acc_worst", "x-y", "x", 0.05)),
-    tiny=DRO_TINY,
-    notes="FedDRO's x travels as the local model itself (its last step's payload has no x-bar), so it is quantized "
-    "with 16 levels (unbiased), not sparsified.",
-))
-
 DP = {"dp_clip": 0.5, "dp_delta": 1e-5}
 
 register(Claim(
