@@ -480,6 +480,7 @@ register(Claim(
         V("none", "local-scgdm", x_scale=P, per_task_state=False),
         V("x", "local-scgdm", x_scale=P, per_task_state=False, transforms={"compress": {"x": "topk:0.1"}}),
         V("x-m-u", "local-scgdm", x_scale=P, per_task_state=False, transforms={"compress": {"*": "topk:0.1"}}),
+        V("x-m-u-qsgd", "local-scgdm", x_scale=P, per_task_state=False, transforms={"compress": {"*": "qsgd:16"}}),
     ),
     task="maml-sinusoid", rounds=200, eval_every=10, tiny=SINE_TINY, x_label="local iteration", x_axis="bytes",
     metrics=("val_loss", "train_loss", "bytes", "reach:bytes:val_loss<3.25"),
@@ -488,7 +489,8 @@ register(Claim(
     "does not break convergence, and reaches the loss target with fewer bytes",
     checks=(Close("val_loss", "x-m-u", "x", 0.1),
             Better("reach:bytes:val_loss<3.25", "x-m-u", ("x", "none"), mode="min")),
-    notes="Shared u (per_task_state=False), so that u and m travel each round; top-k 10% with error feedback.",
+    notes="Shared u (per_task_state=False), so that u and m travel each round; top-k 10% with error feedback, "
+    "and 16-level QSGD (unbiased, no feedback) on all three.",
 ))
 
 DP = {"dp_clip": 0.5, "dp_delta": 1e-5}
