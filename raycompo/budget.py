@@ -7,8 +7,8 @@ with a simulated system; `epsilon` with client-level DP, docs/compression.md) is
 budget only reads the cost columns (engine/ledger.py) once a round ended, like the
 divergence check; the last round is evaluated whatever `eval_every` says.
 
-This module imports nothing of raycompo but its errors: the config checks a budget, the
-engine's driver applies it.
+This module imports nothing of raycompo but its errors and the column names
+(`raycompo.costs`): the config checks a budget, the engine's driver applies it.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from raycompo.costs import CUMULATIVE_COLUMNS
 from raycompo.errors import ConfigError
 
-BUDGET_KEYS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges", "sim_time", "epsilon")
+BUDGET_KEYS = CUMULATIVE_COLUMNS
 """The cost columns a budget may limit (`sim_time` exists only with a simulated system,
-`epsilon` only with client-level DP, --dp-clip: the config checks that)."""
+`epsilon` only with client-level DP, --dp-clip: the config checks that), named once in
+`raycompo.costs`."""
 
 NEEDS_SYSTEM = ("sim_time",)
 """Budget keys whose column only a simulated system (`--system`) writes."""
@@ -75,9 +77,14 @@ class Budget:
         return bool(self.limits)
 
     def reached(self, columns: Mapping[str, Any]) -> str | None:
-        """'budget samples=1000 reached (samples 1040)' for the first limit reached, else None."""
+        """'budget samples=1000 reached (samples 1040)' for the first limit reached, else None.
+        A limit whose column the row does not hold is an error, never a budget that silently
+        never stops (a column renamed in one place and not in another)."""
         for key, limit in self.limits.items():
             value = columns.get(key)
-            if value is not None and value >= limit:
+            if value is None:
+                raise ConfigError(f"budget {key}={limit:g}: the run's rows have no column {key!r} (their cost "
+                                  f"columns: {', '.join(k for k in columns if k in BUDGET_KEYS) or 'none'})")
+            if value >= limit:
                 return f"budget {key}={limit:g} reached ({key} {value:g})"
         return None

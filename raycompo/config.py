@@ -265,9 +265,11 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
     check_budget(cfg.budget, getattr(cfg, "system", None))
+    from raycompo.plugins import load as load_plugin
     from raycompo.system import check_profile, load_profile
 
-    profile = load_profile(cfg.system) if cfg.system is not None else None
+    # a profile's availability model and selection policy may be plugins: found as tasks are
+    profile = load_profile(cfg.system, resolve=load_plugin) if cfg.system is not None else None
     task_cls = load("task", cfg.task)
     algo_cls = load("algorithm", cfg.algo)
     context = f"task {task_cls.name} with algorithm {algo_cls.name}"

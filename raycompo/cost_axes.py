@@ -12,6 +12,8 @@ A run's metrics.csv holds cumulative cost columns (the engine's ledger: `samples
 * `epsilon`: the privacy loss so far (only with client-level DP, `--dp-clip`; docs/compression.md).
 
 Like `costs`, this module imports nothing of raycompo: it sits at the bottom of the layers.
+Every column an axis sums is one of `costs.COST_COLUMNS`, the one list of the cost columns
+(tests/test_budget.py checks it).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ COST_AXES: dict[str, tuple[str, ...]] = {
     "sim_time": ("sim_time",),
     "epsilon": ("epsilon",),
 }
-"""Axis name -> the metrics.csv columns whose sum it is."""
+"""Axis name -> the metrics.csv columns whose sum it is (each one of `COST_COLUMNS`)."""
 
 COST_LABELS = {
     "samples": "samples drawn",

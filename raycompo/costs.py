@@ -9,12 +9,32 @@ simulated system's clock (`raycompo.system`) turns each record into simulated se
 
 This module sits at the bottom of the package (it imports nothing of raycompo) so that
 both the engine, which produces the records, and the system model below it, which reads
-them, can name the type.
+them, can name the type; and it holds the one list of the cost columns (`LEDGER_COLUMNS`,
+`SYSTEM_COLUMNS`), which the ledger, the simulated system, the budget and the cost axes
+all read, so that a column is named in one place.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+LEDGER_COLUMNS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges")
+"""The ledger's cumulative cost columns of metrics.csv, in order (every run; docs/costs.md)."""
+
+SYSTEM_COLUMNS = ("sim_time", "dropped", "wasted_s")
+"""The simulated system's columns of metrics.csv, after the ledger's (only with --system;
+docs/system.md): cumulative simulated seconds, clients selected but not used this round,
+cumulative device-seconds of work thrown away."""
+
+PRIVACY_COLUMNS = ("epsilon",)
+"""Client-level DP's column of metrics.csv, last (only with --dp-clip; docs/compression.md):
+the cumulative privacy loss epsilon at --dp-delta."""
+
+COST_COLUMNS = LEDGER_COLUMNS + SYSTEM_COLUMNS + PRIVACY_COLUMNS
+"""Every cost column a row may hold: what a budget, a cost axis or a plot may name."""
+
+CUMULATIVE_COLUMNS = LEDGER_COLUMNS + ("sim_time", "epsilon")
+"""The cost columns that only grow over a run: those a budget may limit."""
 
 
 @dataclass

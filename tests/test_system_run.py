@@ -61,16 +61,27 @@ def test_uniform_clock_follows_the_ledger_feddro_barriers():
 def test_mobile_over_selects_and_drops_and_reports_clients():
     cfg = fedavg(rounds=4, system="mobile")
     fed = Federation(cfg)
+    everyone = list(range(40))
     try:
-        rows = [fed.initial_row()] + [fed.run_round() for _ in range(4)]
+        rows, wasted = [fed.initial_row()], 0.0
+        for _ in range(4):
+            predicted = {c: fed.system.predict(c) for c in everyone}  # from the last round's work
+            rows.append(fed.run_round())
+            after = fed.client_columns(everyone)  # counts since the previous evaluation: this round's
+            kept, dropped = ([c for c in everyone if after[c][k] > 0] for k in ("selected", "dropped"))
+            # each dropped candidate worked until the round closed, at the last kept one's finish
+            close = max(predicted[c] for c in kept)
+            wasted += sum(min(predicted[c], close) for c in dropped)
         assert all(r["dropped"] == 2 for r in rows[1:])  # ceil(1.3 * 6) = 8 candidates, 6 kept
+        assert rows[-1]["wasted_s"] == pytest.approx(wasted, rel=1e-12) and wasted > 0
         assert [r["sim_time"] for r in rows] == sorted(r["sim_time"] for r in rows)
+        # per-client counts are since the previous evaluation: every round is evaluated here
         cols = fed.client_columns(list(range(40)))
-        assert sum(c["selected"] for c in cols.values()) == 4 * 6
-        assert sum(c["dropped"] for c in cols.values()) == 4 * 2
+        assert sum(c["selected"] for c in cols.values()) == 6
+        assert sum(c["dropped"] for c in cols.values()) == 2
         assert all(c["online"] <= c["drawn"] for c in cols.values())
         assert {c["device"] for c in cols.values()} <= {"low", "mid", "high"}
-        assert rows[-1]["wasted_s"] == pytest.approx(sum(c["wasted_s"] for c in cols.values()))
+        assert rows[-1]["wasted_s"] - rows[-2]["wasted_s"] == pytest.approx(sum(c["wasted_s"] for c in cols.values()))
     finally:
         fed.close()
     assert Federation(fedavg(), start=False).client_columns is None
@@ -259,5 +270,6 @@ def test_clients_file_carries_each_clients_device_and_counters(tmp_path):
     clients = pd.read_csv(tmp_path / "run" / "clients.csv")
     assert {"device", "flops", "s_per_sample", "drawn", "online", "selected", "dropped", "wasted_s"} <= set(clients)
     last = clients[(clients["round"] == 2) & (clients["metric"] == clients["metric"].iloc[0])]
-    assert len(last) == 40 and last["selected"].sum() == 2 * 6 and last["dropped"].sum() == 2 * 2
+    # each round is evaluated: its rows count that round's events
+    assert len(last) == 40 and last["selected"].sum() == 6 and last["dropped"].sum() == 2
     assert set(last["device"]) <= {"low", "mid", "high"}

@@ -22,6 +22,8 @@
                without counting side by side (target <= 3%)
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
                K = 10^3, 10^4 of 10^6 clients
+  system       the simulated system per cohort of 100 at 10^7 clients beside the engine's own draw,
+               and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
   compress     FedAvg's batched logistic-784 round with top-k, QSGD, sign, rand-k and DP beside
                the uncompressed round (target: top-k and QSGD within 1.3x)
 
@@ -45,6 +47,7 @@ BENCHMARKS: dict[str, str] = {
     "plugin": "raycompo.bench.plugin",
     "ledger": "raycompo.bench.ledger",
     "per_client": "raycompo.bench.per_client",
+    "system": "raycompo.bench.system",
     "compress": "raycompo.bench.compress",
 }
 

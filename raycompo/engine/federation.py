@@ -30,7 +30,7 @@ from raycompo.engine.transforms import Transforms
 from raycompo.errors import ConfigError
 from raycompo.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
 from raycompo.seeding import SERVER, generator
-from raycompo.system import System, make_system
+from raycompo.system import make_system
 
 EVAL_STREAM = 99
 """Server random stream of the evaluation sample (apart from the algorithms' streams)."""
@@ -181,12 +181,11 @@ class Federation:
         cohorts, its clock hears every exchange (an `exchange_listeners` entry), it adds the
         columns sim_time, dropped, wasted_s."""
         self.client_columns: ClientColumns | None = (
-            self.system.client_columns if isinstance(self.system, System) else None)
+            self.system.client_columns if self.system.on else None)  # type: ignore[assignment]
         """More per-client columns of clients.csv for the evaluated clients: with --system,
-        {client id: its device and how often it was online, selected, dropped} for the
-        clients asked (O(asked)); None without."""
-        if isinstance(self.system, System):
-            self.exchange_listeners.append(self.system.on_exchange)
+        {client id: its device and how often it was drawn, online, selected, dropped since
+        the previous evaluation} for the clients asked (O(asked)); None without."""
+        self.exchange_listeners.append(self.system.on_exchange)
         self.transforms = Transforms.make(r, self.n_clients, self.algorithm, self.w.numel())
         """The driver's payload transforms (engine/transforms.py): --compress-down, the DP
         noise and accountant (the column epsilon); None without --compress / --dp-clip."""
@@ -229,6 +228,7 @@ class Federation:
         per_client = self.pool.map("evaluate", self.round, {c: 1 for c in self.eval_clients()}, {"w": self.w}, False)
         clients = ClientMetrics.build(self.round, per_client,
                                       self.client_columns(sorted(per_client)) if self.client_columns else None)
+        self.system.reported()  # its per-client counters are in these rows: a new window begins
         for metrics in per_client.values():
             metrics.pop(N_SAMPLES_KEY, None)  # the engine's, not the task's: pooled_metrics never sees it
         row = summarize(per_client, self.task.worst)
@@ -342,8 +342,7 @@ class Federation:
         self.ledger = Ledger()
         if "ledger" in ckpt:  # (a checkpoint from before the ledger: counts start at 0)
             self.ledger.load(ckpt["ledger"], self.round)
-        if isinstance(self.system, System) and ckpt.get("system") is not None:  # the same clock goes on
-            self.system.load(ckpt["system"])
+        self.system.load(ckpt.get("system"))  # the same clock goes on
         if self.transforms is not None and ckpt.get("transforms") is not None:  # server residuals, accountant
             self.transforms.load(ckpt["transforms"], self.round)
         self.pool.load_client_states(ckpt["client_states"])

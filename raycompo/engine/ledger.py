@@ -27,13 +27,13 @@ from typing import Any
 
 import torch
 
-from raycompo.costs import ExchangeCost
+from raycompo.costs import LEDGER_COLUMNS, ExchangeCost
 
 NUMBER_BYTES = 8
 """Bytes of a Python number (bool, int, float) in a payload or contribution: 64 bits."""
 
-COLUMNS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges")
-"""The cumulative cost columns of metrics.csv, in order."""
+COLUMNS = LEDGER_COLUMNS
+"""The cumulative cost columns of metrics.csv, in order (named once, in `raycompo.costs`)."""
 
 BREAKDOWN_COLUMNS = ("round", "direction", "key", "values", "bytes")
 """The columns of the per-key breakdown (the run folder's costs.csv)."""

@@ -1,51 +1,131 @@
-"""When each client is online. Two questions, asked in any order (the clock may ask about
+"""When each client is online. Three questions, asked in any order (the clock may ask about
 a time before the last one asked: a resumed run, a cohort drawn again):
 
 * `online(c, t)`: is client c online at simulated time t (seconds)?
 * `next_online(c, t)`: the first time >= t at which c is online (None: never again).
+* `online_until(c, t)`: when the online interval that holds t ends (c online at t; inf: it
+  never goes offline). A member whose interval ends before its work does leaves mid-round.
 
-Kinds:
+Built-in models (`BUILTINS`, the `kind` of a profile's availability section):
 
-* `Always`: every client, always.
-* `Bernoulli(p, slot_s)`: time is cut into slots of `slot_s` seconds; client c is online for
+* `always`: every client, always.
+* `bernoulli(p, slot_s)`: time is cut into slots of `slot_s` seconds; client c is online for
   the whole of slot k with probability p, keyed by (seed, c, k).
-* `Diurnal(online_hours, start_hour, p_day)`: client c lives in a time zone offset
+* `diurnal(online_hours, start_hour, p_day)`: client c lives in a time zone offset
   uniformly over 24 h (keyed by (seed, c)) and is online `online_hours` a day from
   `start_hour` local time (phones train while charging, idle and on an unmetered network,
   mostly at night: Bonawitz et al. 2019), each day with probability `p_day`.
-* `Trace`: intervals [start_s, end_s) per client from a CSV, answered by a binary search
-  over the client's sorted intervals: O(log k) for k intervals, whatever was asked before.
+* `trace(path, period_s)`: intervals [start_s, end_s) per client from a CSV, answered by a
+  binary search over the client's sorted intervals: O(log k) for k intervals, whatever was
+  asked before.
 
-Nothing here scans the n clients: each answer looks at one client.
+Your own model is one file: a subclass of `AvailabilityModel` with a `name`, a `Settings`
+dataclass (its fields are the YAML keys beside `kind`, their defaults the only defaults)
+and the three questions; a profile names it `kind: my_model.py:MyModel` (or
+`package.module:Class`, or an entry point of the group `raycompo.availability`). See
+docs/system.md. Nothing here scans the n clients: each answer looks at one client.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from raycompo.errors import ConfigError
 from raycompo.system import draws
 from raycompo.system.csv_file import csv_reader
-from raycompo.system.profile import Availability as Spec
 
 DAY_S = 86400.0
 SEARCH_MAX = 20_000
-"""Slots (Bernoulli) or days (diurnal) `next_online` looks ahead before it answers None.
-Profiles refuse p and p_day below `profile.MIN_P` = 0.001, so a client that is online at all is
-found within it but with probability (1 - 0.001)^20000 < 1e-8."""
+"""Slots (Bernoulli) or days (diurnal) `next_online` and `online_until` look ahead before
+they answer None (inf). Profiles refuse p and p_day below `MIN_P` = 0.001, so a client that
+is online at all is found within it but with probability (1 - 0.001)^20000 < 1e-8."""
 CACHE_MAX = 200_000
 """Clients whose time-zone offset is kept (a pure function of (seed, client): dropping one
 loses only time)."""
+EDGE_S = 1e-6
+"""Diurnal's `online_many` asks one at a time the clients this close to a window's edge
+(where `online`'s rounding to the microsecond decides)."""
+MIN_P = 0.001
+"""The smallest probability of being online (Bernoulli `p`, diurnal `p_day`) a profile takes:
+below it `next_online` could not find a client's next slot or day in bounded time."""
 
 
-class Always:
-    """Every client is online at every time."""
+def bounded(low: float = 0.0, high: float = math.inf, strict: bool = True) -> dict[str, Any]:
+    """A settings field's range, read by the profile's checks: a finite number in
+    (low, high] (strict) or [low, high]."""
+    return {"low": low, "high": high, "strict": strict}
+
+
+class AvailabilityModel:
+    """Who is online when: the base of every availability model (a plugin subclasses it).
+
+    A subclass sets `name`, a frozen `Settings` dataclass (fields with defaults; a float
+    field's range in its metadata, `bounded(...)`; `check(where)` for what involves several
+    fields) and answers `online`, `next_online` and `online_until`. `create` builds it for a
+    run; `read` (optional) reads its files once where the run is resolved."""
+
+    name = ""
+
+    @dataclass(frozen=True)
+    class Settings:
+        """No setting."""
+
+        def check(self, where: str) -> None:
+            """Raise ConfigError (naming `where`) for settings that cannot run together."""
 
     population: list[int] | None = None
     """The clients that can ever be online when not all of them (a trace's); None: all."""
+    always = False
+    """Every client online at every time (nothing to look up, nobody leaves)."""
+
+    @classmethod
+    def read(cls, settings: Any, n_clients: int) -> Any:
+        """The model's files' content, read and checked once where the run is resolved (the
+        driver, maybe on another node, gets it with the run): None when it has none."""
+        return None
+
+    @classmethod
+    def create(cls, settings: Any, seed: int, n_clients: int, data: Any = None) -> AvailabilityModel:
+        """The model of one run: `cls(settings, seed, n_clients)` unless overridden; `data`
+        is what `read` returned."""
+        return cls(settings, seed, n_clients)  # type: ignore[call-arg]
+
+    def online(self, c: int, t: float) -> bool:
+        raise NotImplementedError(f"availability model {type(self).__name__} must define online(c, t)")
+
+    def next_online(self, c: int, t: float) -> float | None:
+        raise NotImplementedError(f"availability model {type(self).__name__} must define next_online(c, t)")
+
+    def online_until(self, c: int, t: float) -> float:
+        raise NotImplementedError(f"availability model {type(self).__name__} must define online_until(c, t)")
+
+    def online_many(self, clients: Sequence[int], t: float) -> list[bool]:
+        """`online(c, t)` for each client (a model may answer many at once faster)."""
+        return [self.online(c, t) for c in clients]
+
+    def online_until_many(self, clients: Sequence[int], t: float) -> list[float]:
+        """`online_until(c, t)` for each client (a model may answer many at once faster)."""
+        return [self.online_until(c, t) for c in clients]
+
+    def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
+        """`online_many` of an int64 array of clients, as a bool array."""
+        return np.asarray(self.online_many(ids.tolist(), t), dtype=bool)
+
+
+class Always(AvailabilityModel):
+    """Every client is online at every time."""
+
+    name = "always"
     always = True
-    """Every client online at every time (nothing to look up)."""
+
+    def __init__(self, *args: Any) -> None:
+        pass
 
     def online(self, c: int, t: float) -> bool:
         return True
@@ -53,11 +133,36 @@ class Always:
     def next_online(self, c: int, t: float) -> float | None:
         return t
 
+    def online_until(self, c: int, t: float) -> float:
+        return math.inf
 
-class Bernoulli(Always):
+    def online_many(self, clients: Sequence[int], t: float) -> list[bool]:
+        return [True] * len(clients)
+
+    def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
+        return np.ones(len(ids), dtype=bool)
+
+
+class Bernoulli(AvailabilityModel):
     """Online in slot k = floor(t / slot_s) with probability p, independently per (client, slot)."""
 
-    always = False
+    name = "bernoulli"
+
+    @dataclass(frozen=True)
+    class Settings:
+        p: float = field(default=0.5, metadata=bounded(0.0, 1.0, strict=False))
+        """Probability of being online in a slot, at least `MIN_P`."""
+        slot_s: float = field(default=600.0, metadata=bounded())
+        """Seconds of a slot."""
+
+        def check(self, where: str) -> None:
+            if self.p < MIN_P:
+                raise ConfigError(f"{where}: p={self.p:g} means no client is ever online (or too rarely to "
+                                  f"simulate); give p in [{MIN_P:g}, 1]")
+
+    @classmethod
+    def create(cls, settings: Any, seed: int, n_clients: int, data: Any = None) -> Bernoulli:
+        return cls(settings.p, settings.slot_s, seed)
 
     def __init__(self, p: float, slot_s: float, seed: int):
         self.p, self.slot_s = p, slot_s
@@ -69,6 +174,14 @@ class Bernoulli(Always):
     def online(self, c: int, t: float) -> bool:
         return self._on(c, math.floor(t / self.slot_s))
 
+    def online_many(self, clients: Sequence[int], t: float) -> list[bool]:
+        return self.online_array(np.asarray(clients, dtype=np.int64), t).tolist()
+
+    def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
+        if self.p >= 1.0:
+            return np.ones(len(ids), dtype=bool)
+        return draws.units(self._pre, ids, math.floor(t / self.slot_s)) < self.p
+
     def next_online(self, c: int, t: float) -> float | None:
         k = math.floor(t / self.slot_s)
         if self._on(c, k):
@@ -78,11 +191,39 @@ class Bernoulli(Always):
                 return j * self.slot_s
         return None
 
+    def online_until(self, c: int, t: float) -> float:
+        if self.p >= 1.0:
+            return math.inf
+        k = math.floor(t / self.slot_s)
+        for j in range(k + 1, k + SEARCH_MAX):
+            if not self._on(c, j):
+                return j * self.slot_s
+        return math.inf
 
-class Diurnal(Always):
+
+class Diurnal(AvailabilityModel):
     """Online `online_hours` a day from `start_hour` in the client's own time zone."""
 
-    always = False
+    name = "diurnal"
+
+    @dataclass(frozen=True)
+    class Settings:
+        online_hours: float = field(default=6.0, metadata=bounded(0.0, 24.0, strict=False))
+        """Hours a day a client is online (its window)."""
+        start_hour: float = field(default=0.0, metadata=bounded(0.0, 24.0, strict=False))
+        """Local hour the window starts."""
+        p_day: float = field(default=1.0, metadata=bounded(0.0, 1.0, strict=False))
+        """Probability that a client is online on a given day (its window), at least `MIN_P`."""
+
+        def check(self, where: str) -> None:
+            if self.online_hours == 0 or self.p_day < MIN_P:
+                raise ConfigError(f"{where}: online_hours={self.online_hours:g}, p_day={self.p_day:g} means no "
+                                  f"client is ever online (or too rarely to simulate); give online_hours in (0, 24] "
+                                  f"and p_day in [{MIN_P:g}, 1]")
+
+    @classmethod
+    def create(cls, settings: Any, seed: int, n_clients: int, data: Any = None) -> Diurnal:
+        return cls(settings.online_hours, settings.start_hour, settings.p_day, seed)
 
     def __init__(self, online_hours: float, start_hour: float, p_day: float, seed: int):
         self.window = online_hours * 3600.0
@@ -108,6 +249,42 @@ class Diurnal(Always):
     def online(self, c: int, t: float) -> bool:
         return self._online_at(c, self._local(c, t))
 
+    def online_many(self, clients: Sequence[int], t: float) -> list[bool]:
+        """`online` of each client at once, bit for bit: the keyed draws and the arithmetic
+        in numpy; where rounding to the microsecond could move a client across a window's
+        edge (within 1e-6 s of one), the client is asked one at a time."""
+        return self.online_array(np.asarray(clients, dtype=np.int64), t).tolist()
+
+    def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
+        if len(ids) == 0:
+            return np.zeros(0, dtype=bool)
+        x = t + (draws.units(self._zone, ids) * DAY_S - self.start)
+        day = np.floor(x / DAY_S)
+        within = x - day * DAY_S
+        inside = within < self.window
+        edge = (within < EDGE_S) | (np.abs(within - self.window) < EDGE_S) | (DAY_S - within < EDGE_S)
+        if self.p_day < 1.0:
+            key = day.astype(np.int64) & np.int64((1 << 63) - 1)
+            inside &= draws.units(self._day, ids, key) < self.p_day
+        for i in np.flatnonzero(edge).tolist():
+            inside[i] = self.online(int(ids[i]), t)
+        return inside
+
+    def online_until_many(self, clients: Sequence[int], t: float) -> list[float]:
+        """`online_until` of each client (all online at t), bit for bit, in numpy (one at a
+        time within 1e-6 s of a day's edge, where the rounding decides the day)."""
+        if self.window >= DAY_S or not len(clients):
+            return [self.online_until(c, t) for c in clients]
+        ids = np.asarray(clients, dtype=np.int64)
+        off = draws.units(self._zone, ids) * DAY_S - self.start
+        x = t + off
+        day = np.floor(x / DAY_S)
+        out = (t + (day * DAY_S + self.window - x)).tolist()
+        within = x - day * DAY_S
+        for i in np.flatnonzero((within < EDGE_S) | (DAY_S - within < EDGE_S)).tolist():
+            out[i] = self.online_until(int(ids[i]), t)
+        return out
+
     def _online_at(self, c: int, x: float) -> bool:
         day = math.floor(x / DAY_S)
         return x - day * DAY_S < self.window and self._day_on(c, day)
@@ -122,11 +299,45 @@ class Diurnal(Always):
                 return t + (d * DAY_S - x)
         return None
 
+    def online_until(self, c: int, t: float) -> float:
+        """The end of today's window (a 24 h window goes on through the next days that are
+        on): t + (day start + window - x), x the client's local time unrounded, its day
+        that of the rounded time `online` reads."""
+        x = self._local(c, t)
+        day = math.floor(x / DAY_S)
+        if self.window < DAY_S:
+            return t + (day * DAY_S + self.window - (t + self._offsets[c]))
+        for d in range(day + 1, day + SEARCH_MAX):
+            if not self._day_on(c, d):
+                return t + (d * DAY_S - x)
+        return math.inf
 
-class Trace(Always):
+
+class Trace(AvailabilityModel):
     """Per-client on-line intervals, optionally repeating every `period_s`."""
 
-    always = False
+    name = "trace"
+
+    @dataclass(frozen=True)
+    class Settings:
+        path: str | None = field(default=None, metadata={"file": "sha256"})
+        """The CSV of intervals (client,start_s,end_s), an absolute path once loaded."""
+        period_s: float | None = field(default=None, metadata=bounded())
+        """The trace repeats with this period (None: a client is offline after its last interval)."""
+        sha256: str | None = None
+        """Digest of the file: a resumed run checks that it did not change."""
+
+        def check(self, where: str) -> None:
+            if self.path is None:
+                raise ConfigError(f"{where}: kind trace needs a path (a CSV of client,start_s,end_s)")
+
+    @classmethod
+    def read(cls, settings: Any, n_clients: int) -> dict[int, tuple[list[float], list[float]]]:
+        return read_trace(settings.path, n_clients, settings.period_s)
+
+    @classmethod
+    def create(cls, settings: Any, seed: int, n_clients: int, data: Any = None) -> Trace:
+        return cls(data if data is not None else cls.read(settings, n_clients), settings.period_s)
 
     def __init__(self, intervals: dict[int, tuple[list[float], list[float]]], period_s: float | None):
         self.intervals = intervals
@@ -154,6 +365,23 @@ class Trace(Always):
         if i + 1 < len(starts):
             return base + starts[i + 1]
         return None if self.period is None else base + self.period + starts[0]
+
+    def online_until(self, c: int, t: float) -> float:
+        """The end of the interval holding t; with a period, an interval that ends where the
+        next period's first one starts goes on (a client always online: inf)."""
+        starts, ends, base, i = self._find(c, t)
+        if i < 0 or t - base >= ends[i]:
+            return t  # not online at t: it has already left
+        end = base + ends[i]
+        if self.period is None or ends[i] < self.period or starts[0] > 0:
+            return end
+        if len(starts) == 1:
+            return math.inf  # [0, period) every period: always online
+        return end + ends[0]
+
+
+BUILTINS: dict[str, type[AvailabilityModel]] = {cls.name: cls for cls in (Always, Bernoulli, Diurnal, Trace)}
+"""The built-in availability models by name: a profile's `kind`."""
 
 
 def read_trace(path: str, n_clients: int, period_s: float | None) -> dict[int, tuple[list[float], list[float]]]:
@@ -196,18 +424,3 @@ def read_trace(path: str, n_clients: int, period_s: float | None) -> dict[int, t
                 merged.append([a, b])
         out[c] = ([m[0] for m in merged], [m[1] for m in merged])
     return out
-
-
-def make_availability(spec: Spec, seed: int, n_clients: int,
-                      intervals: dict[int, tuple[list[float], list[float]]] | None = None) -> Always:
-    """The availability model of a profile's section; a trace's `intervals` as `read_trace`
-    returned them (None: the trace is read and checked here)."""
-    if spec.kind == "bernoulli":
-        return Bernoulli(spec.p, spec.slot_s, seed)
-    if spec.kind == "diurnal":
-        return Diurnal(spec.online_hours, spec.start_hour, spec.p_day, seed)
-    if spec.kind == "trace":
-        assert spec.trace is not None
-        return Trace(intervals if intervals is not None else read_trace(spec.trace, n_clients, spec.period_s),
-                     spec.period_s)
-    return Always()

@@ -1,4 +1,5 @@
-"""The simulated clock of a synchronous round.
+"""The simulated clock: one formula for a member's time, used by the clock and by every
+prediction.
 
 One exchange (one `ctx.map`) is a barrier: the server sends the payload to every member,
 waits for every member's contribution, then goes on. Member i of an exchange finishes after
@@ -11,20 +12,33 @@ seconds (d the model's size; `wait_i`: how long an offline client needed to come
 max_i t_i. A round is the sum of its exchanges (FedDRO's I + 1 exchanges are I + 1
 barriers, each paying a latency both ways, however few bytes they carry). Server-side
 aggregation is not timed: the server is a data centre and this is a model of the devices.
+
+`member_time` is that formula, once: `Clock.exchange` (what an exchange took) and
+`Clock.predict` (what a round would take a member, at selection) both call it, with a
+device's coefficients (`devices.Rates`) cached per client. An asynchronous engine asks
+`Clock.predict` / `member_time` per member too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from raycompo.costs import ExchangeCost
-from raycompo.system.devices import Device
+from raycompo.errors import ConfigError
+from raycompo.system.availability import AvailabilityModel
+from raycompo.system.devices import DeviceModel, Rates
 
 
-def member_time(device: Device, s_per_sample: float, samples: float, bytes_down: float, bytes_up: float) -> float:
+def member_time(rates: Rates, samples: float, bytes_down: float, bytes_up: float) -> float:
     """Seconds one member takes for one exchange once online: latency both ways, the
-    payload down, its samples, its contribution up."""
-    return device.transfer_s(bytes_down, bytes_up) + samples * s_per_sample
+    payload down, its samples, its contribution up. `rates` = (2 * latency, 1 / downlink,
+    1 / uplink, flop_per_sample_per_param * d / flops) of its device (`DeviceModel.rates`),
+    numbers or arrays of them (one entry per member)."""
+    fixed, per_down, per_up, per_sample = rates
+    return fixed + bytes_down * per_down + samples * per_sample + bytes_up * per_up
 
 
 @dataclass
@@ -43,7 +57,80 @@ def exchange_workload(e: ExchangeCost) -> Workload:
     return Workload(sum(e.samples) / k, sum(e.bytes_down) / k, sum(e.bytes_up) / k)
 
 
-def predicted_time(device: Device, s_per_sample: float, workload: list[Workload]) -> float:
-    """Seconds a member would take for a round of this `workload` (its exchanges in turn;
-    the barriers' waits for others are not its own)."""
-    return sum(member_time(device, s_per_sample, w.samples, w.bytes_down, w.bytes_up) for w in workload)
+def round_time(rates: Rates, workload: Iterable[Workload]) -> float:
+    """Seconds a member of these `rates` takes for a round of this `workload` (its exchanges
+    in turn, `member_time` each; the barriers' waits for others are not its own)."""
+    total = 0.0
+    for w in workload:
+        total += member_time(rates, w.samples, w.bytes_down, w.bytes_up)
+    return total
+
+
+class Clock:
+    """Simulated seconds since the run began (`now`), moved by each exchange's slowest
+    member (`exchange`) and by the waits of selection (`wait_until`, `advance`); predicts a
+    member's round from the last round's measured work (`predict`)."""
+
+    def __init__(self, devices: DeviceModel, availability: AvailabilityModel, model_bytes: int):
+        self.devices = devices
+        self.availability = availability
+        self.now = 0.0
+        """Simulated seconds since the run began (metrics.csv's `sim_time`)."""
+        self.workload = [Workload(0.0, float(model_bytes), float(model_bytes))]
+        """The last round's work per member and exchange, from which finish times are
+        predicted. Before any round ran: the model down and up once, no sample."""
+        self._work: list[Workload] = []
+
+    def begin_round(self) -> None:
+        self._work = []
+
+    def end_round(self) -> None:
+        """The round is over: its measured work predicts the next round's finish times."""
+        if self._work:
+            self.workload = self._work
+
+    def predict(self, c: int) -> float:
+        """Seconds client c would take for a round like the last one."""
+        return round_time(self.devices.rates(c), self.workload)
+
+    def predict_many(self, clients: Sequence[int]) -> list[float]:
+        """`predict` of each client (their devices drawn at once; the formula applied to
+        arrays of their coefficients, elementwise the same arithmetic)."""
+        if not len(clients):
+            return []
+        rates = tuple(np.array(self.devices.rates_many(clients)).T)
+        return np.broadcast_to(round_time(rates, self.workload), (len(clients),)).tolist()  # type: ignore[arg-type]
+
+    def wait_until(self, t: float) -> None:
+        self.now = t
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def exchange(self, cost: ExchangeCost, members: set[int], profile: str) -> list[tuple[int, float]]:
+        """One exchange: the clock moves by its slowest member's time (a barrier). A member
+        not among `members` (the round's cohort: an algorithm that uses every client) is
+        waited for until it is online, and the wait counts. Returns the (client, wait) of
+        each member waited for."""
+        t, worst = self.now, 0.0
+        check = not self.availability.always
+        rates = self.devices.rates
+        waits: list[tuple[int, float]] = []
+        for i, c in enumerate(cost.clients):
+            wait = 0.0
+            if check and c not in members:
+                start = self.availability.next_online(c, t)
+                if start is None:
+                    raise ConfigError(
+                        f"system profile {profile!r}: client {c} is never online again after simulated time "
+                        f"{t:.0f} s, and round {cost.round}'s phase {cost.phase!r} needs it (an algorithm that uses "
+                        "every client waits for each). Give it availability, or use a trace with a period_s")
+                wait = start - t
+                if wait > 0:
+                    waits.append((c, wait))
+            took = wait + member_time(rates(c), cost.samples[i], cost.bytes_down[i], cost.bytes_up[i])
+            if took > worst:
+                worst = took
+        self.now = t + worst
+        self._work.append(exchange_workload(cost))
+        return waits

@@ -1,6 +1,7 @@
-"""The deadline policy: over-selection, as production federated learning does it
-(Bonawitz et al. 2019, "Towards federated learning at scale": select ~130 % of the target,
-close the round when the target number has reported, abandon it at the deadline).
+"""The arithmetic of the deadline policy (`selection.Deadline`): over-selection, as
+production federated learning does it (Bonawitz et al. 2019, "Towards federated learning at
+scale": select ~130 % of the target, close the round when the target number has reported,
+abandon it at the deadline).
 
 `ceil(over_selection * m)` online candidates are chosen; the m predicted to finish first
 are kept, and only those within the deadline. The algorithm sees exactly m clients (its
@@ -33,9 +34,10 @@ class Choice:
 
 def choose(predicted: dict[int, float], m: int, deadline_s: float | None) -> Choice:
     """Keep the m candidates of smallest predicted finish time (ties by client id) when all
-    m are within `deadline_s`; otherwise keep none (the round is abandoned at the deadline)."""
-    order = sorted(predicted, key=lambda c: (predicted[c], c))
+    m are within `deadline_s`; otherwise keep none (the round is abandoned at the deadline).
+    A candidate that never reports (it goes offline first) has the time inf."""
+    order = [c for _, c in sorted((t, c) for c, t in predicted.items())]  # by time, ties by id
     kept = order[:m]
-    if len(kept) < m or (deadline_s is not None and predicted[kept[-1]] > deadline_s):
+    if len(kept) < m or math.isinf(predicted[kept[-1]]) or (deadline_s is not None and predicted[kept[-1]] > deadline_s):
         return Choice([], sorted(predicted), deadline_s if deadline_s is not None else math.inf)
     return Choice(sorted(kept), sorted(order[m:]), predicted[kept[-1]])

@@ -14,7 +14,10 @@ and client c gets row `hash(seed, c) mod rows` (as FedScale maps clients onto it
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from raycompo.errors import ConfigError
 from raycompo.system import draws
@@ -27,6 +30,13 @@ CSV_COLUMNS = ("flops", "uplink_bytes_per_s", "downlink_bytes_per_s", "latency_s
 CACHE_MAX = 200_000
 """Devices kept after their first look-up; past this the cache starts again (a device is a
 pure function of (seed, client): dropping it loses only time)."""
+
+MANY_MIN = 8
+"""`rates_many` draws this many new devices or more at once in numpy (fewer: one by one)."""
+
+Rates = tuple[float, float, float, float]
+"""(2 * latency, seconds per byte down, per byte up, per sample) of a device: the
+coefficients of `clock.member_time`."""
 
 
 @dataclass(frozen=True)
@@ -75,16 +85,59 @@ class DeviceModel:
         """Compute seconds of one sample on `device`: flop_per_sample_per_param * d / flops."""
         return self.flop_per_sample / device.flops
 
-    def rates(self, c: int) -> tuple[float, float, float, float]:
+    def rates(self, c: int) -> Rates:
         """(2 * latency, seconds per byte down, per byte up, per sample) of client c's
-        device: the terms of `clock.member_time`, cached (an exchange of every client reads
-        them once per member)."""
+        device: the coefficients of `clock.member_time`, cached (an exchange of every client
+        reads them once per member)."""
         r = self._rates.get(c)
         if r is None:
-            if len(self._rates) >= CACHE_MAX:
-                self._rates.clear()
-            d = self.device(c)
-            r = self._rates[c] = (2 * d.latency, 1.0 / d.downlink, 1.0 / d.uplink, self.seconds_per_sample(d))
+            r = self._keep(c, self.device(c))
+        return r
+
+    def rates_many(self, clients: Sequence[int]) -> list[Rates]:
+        """`rates(c)` of each client; those not yet known are drawn at once (numpy for the
+        keyed draws and the arithmetic, Python's own inverse normal CDF and exp per number:
+        bit for bit the rates of `rates`)."""
+        get = self._rates.get
+        out = [get(c) for c in clients]
+        missing = [i for i, r in enumerate(out) if r is None]
+        if len(missing) < MANY_MIN or self._rows is not None:
+            for i in missing:
+                out[i] = self.rates(clients[i])
+            return out  # type: ignore[return-value]
+        ids = [clients[i] for i in missing]
+        _, flops, up, down, lat = self._draw_many(ids)
+        rates = list(zip((2 * lat).tolist(), (1.0 / down).tolist(), (1.0 / up).tolist(),
+                         (self.flop_per_sample / flops).tolist()))
+        if len(self._rates) + len(ids) > CACHE_MAX:
+            self._rates.clear()
+        self._rates.update(zip(ids, rates))
+        for i, r in zip(missing, rates):
+            out[i] = r
+        return out  # type: ignore[return-value]
+
+    def _draw_many(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(class index, FLOP/s, uplink, downlink, latency) arrays of drawn clients `ids`:
+        `_make`'s draws, at once (the five keyed draws in one numpy pass)."""
+        s, p = self.spec, self._pre
+        u_cls, u_flops, u_up, u_down, u_lat = draws.units_each(
+            [p[draws.DEVICE_CLASS], p[draws.DEVICE_FLOPS], p[draws.UPLINK], p[draws.DOWNLINK], p[draws.LATENCY]], ids)
+        kinds = np.minimum(np.searchsorted(np.array(self._cum), u_cls, side="left"), len(self._cum) - 1)
+        medians = np.array([c.flops for c in s.classes])[kinds]
+        if s.flops_sigma == 0:
+            flops = medians
+        else:  # each class's median times exp(sigma Z): `draws.lognormal`'s arithmetic
+            sigma, exp = s.flops_sigma, math.exp
+            flops = medians * np.array([exp(sigma * z) for z in draws.normals(u_flops)])
+        up = np.array(draws.lognormals(u_up, s.uplink_bytes_per_s.median, s.uplink_bytes_per_s.sigma))
+        down = np.array(draws.lognormals(u_down, s.downlink_bytes_per_s.median, s.downlink_bytes_per_s.sigma))
+        lat = np.array(draws.lognormals(u_lat, s.latency_s.median, s.latency_s.sigma))
+        return kinds, flops, up, down, lat
+
+    def _keep(self, c: int, d: Device) -> Rates:
+        if len(self._rates) >= CACHE_MAX:
+            self._rates.clear()
+        r = self._rates[c] = (2 * d.latency, 1.0 / d.downlink, 1.0 / d.uplink, self.seconds_per_sample(d))
         return r
 
     def device(self, c: int) -> Device:
@@ -94,6 +147,13 @@ class DeviceModel:
                 self._cache.clear()
             d = self._cache[c] = self._make(c)
         return d
+
+    def _make_many(self, ids: list[int]) -> list[Device]:
+        """`_make(c)` for each drawn client of `ids`, the keyed draws at once."""
+        names = [c.name for c in self.spec.classes]
+        kinds, flops, up, down, lat = self._draw_many(ids)
+        return [Device(names[k], f, u, d, la) for k, f, u, d, la in
+                zip(kinds.tolist(), flops.tolist(), up.tolist(), down.tolist(), lat.tolist())]
 
     def _make(self, c: int) -> Device:
         if self._rows is not None:

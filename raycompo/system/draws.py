@@ -9,9 +9,13 @@ the inline and Ray backends (where the system lives in the driver) see the same 
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from statistics import NormalDist
 
-from raycompo.seeding import SYSTEM, fold
+import numpy as np
+
+from raycompo.seeding import SYSTEM, fold, fold_many
 
 # Purposes: independent streams of the system's draws.
 DEVICE_CLASS = 1
@@ -27,6 +31,8 @@ DEVICE_ROW = 10
 
 _STD_NORMAL = NormalDist()
 _TWO_53 = float(1 << 53)
+_INV_CDF = getattr(statistics, "_normal_dist_inv_cdf", None)
+"""`NormalDist().inv_cdf` without its method call (what it computes, bit for bit)."""
 
 
 def prefix(seed: int, purpose: int) -> int:
@@ -49,3 +55,41 @@ def lognormal(pre: int, median: float, sigma: float, *key: int) -> float:
     if sigma == 0:
         return median
     return median * math.exp(sigma * _STD_NORMAL.inv_cdf(unit(pre, *key)))
+
+
+def units(pre: int, ids: Sequence[int] | np.ndarray, *key: int | np.ndarray) -> np.ndarray:
+    """`unit(pre, c, *key)` for every c of `ids` at once, bit for bit (numpy's uint64
+    arithmetic is `fold`'s; the int -> float conversion of 53 bits is exact)."""
+    arr = np.asarray(ids, dtype=np.int64)
+    h = fold_many(np.full(len(arr), pre, dtype=np.uint64), arr, *key)
+    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53
+
+
+def units_each(pres: Sequence[int], ids: Sequence[int]) -> np.ndarray:
+    """`units(pre, ids)` for each prefix of `pres`, rows in that order, in one pass."""
+    arr = np.asarray(ids, dtype=np.int64)
+    h = fold_many(np.repeat(np.array(pres, dtype=np.uint64), len(arr)), np.tile(arr, len(pres)))
+    return (((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53).reshape(len(pres), len(arr))
+
+
+def indices(pre: int, size: int, first: int, count: int, *key: int) -> np.ndarray:
+    """`index(pre, size, *key, i)` for i = first .. first + count - 1, bit for bit (int64)."""
+    h = fold_many(np.full(count, fold(pre, *key), dtype=np.uint64), np.arange(first, first + count, dtype=np.int64))
+    return (h % np.uint64(size)).astype(np.int64)
+
+
+def normals(u: np.ndarray) -> list[float]:
+    """The standard normal Z of each uniform number of `u` (from `units`), by inversion:
+    Python's own inverse CDF, per number (bit for bit `lognormal`'s Z)."""
+    inv = _INV_CDF
+    if inv is None:
+        return [_STD_NORMAL.inv_cdf(x) for x in u.tolist()]
+    return [inv(x, 0.0, 1.0) for x in u.tolist()]
+
+
+def lognormals(u: np.ndarray, median: float, sigma: float) -> list[float]:
+    """`lognormal` of each uniform number of `u` (from `units`), bit for bit."""
+    if sigma == 0:
+        return [median] * len(u)
+    exp = math.exp
+    return [median * exp(sigma * z) for z in normals(u)]

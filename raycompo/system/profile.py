@@ -14,11 +14,12 @@ selection policy are. A built-in name (`PROFILES`) or a YAML file of the same sh
       flop_per_sample_per_param: 6
       # or: csv: devices.csv        (a table of devices; see raycompo/system/devices.py)
     availability:
-      kind: diurnal                # always | bernoulli | diurnal | trace
+      kind: diurnal                # always | bernoulli | diurnal | trace | my_model.py:MyModel
       online_hours: 6
       start_hour: 0
       p_day: 0.9
     selection:
+      policy: deadline             # deadline | my_policy.py:MyPolicy
       over_selection: 1.3
       deadline_s: 300
       max_attempts: 20
@@ -26,17 +27,35 @@ selection policy are. A built-in name (`PROFILES`) or a YAML file of the same sh
 Every field is checked (type, range); an unknown key is refused with the accepted ones
 named. Relative file paths are read from the YAML file's folder. Everything read from disk
 is untrusted: a malformed file is a `ConfigError` naming it.
+
+The availability and selection sections name a class (`availability.BUILTINS`,
+`selection.BUILTINS`, or a plugin) whose `Settings` dataclass holds the section's other
+keys: its field defaults are the only defaults, and a profile built in Python
+(`Availability("bernoulli", p=0.3)`) is checked exactly as a YAML file is. A plugin spec
+(`file.py:Class`, `package.module:Class`, an entry point) is found by a `Resolver` that the
+caller passes (`raycompo.config` passes `raycompo.plugins.load`: this layer imports no
+plugin machinery).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
+import typing
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from raycompo.errors import ConfigError
+from raycompo.system import availability as _availability_models
+from raycompo.system import selection as _selection_policies
+from raycompo.system.availability import AvailabilityModel
+from raycompo.system.selection import SelectionPolicy
+
+Resolver = Callable[[str, str, Path], type]
+"""(family 'availability' | 'selection', spec, base folder) -> the class a plugin spec names."""
 
 
 @dataclass(frozen=True)
@@ -77,35 +96,153 @@ class Devices:
     """Digest of the table: a resumed run checks that the file did not change."""
 
 
-@dataclass(frozen=True)
-class Availability:
-    """When clients are online: `always`, `bernoulli` (online in each slot of `slot_s` with
-    probability `p`), `diurnal` (a daily window of `online_hours` from `start_hour` local
-    time, time zones spread uniformly, each day with probability `p_day`), or `trace`
-    (on-line intervals per client from `trace`)."""
+class Section:
+    """A profile section that names a class (`kind` of availability, `policy` of selection)
+    and holds that class's checked `Settings`. Built-in names, classes and, with a
+    `Resolver`, plugin specs. Attributes read through to the settings
+    (`profile.availability.p`). Compares and records by value."""
 
-    kind: str = "always"
-    p: float = 1.0
-    slot_s: float = 600.0
-    online_hours: float = 24.0
-    start_hour: float = 0.0
-    p_day: float = 1.0
-    trace: str | None = None
-    period_s: float | None = None
-    """A trace repeats with this period (None: a client is offline after its last interval)."""
-    trace_sha256: str | None = None
+    family = ""
+    """'availability' or 'selection' (also a plugin kind and its entry point group's suffix)."""
+    key = ""
+    """The YAML key that names the class."""
+    default = ""
+    base: type = object
+    builtins: dict[str, type] = {}
+
+    def __init__(self, name: str | type | None = None, *, where: str | None = None, base_dir: Path | None = None,
+                 resolve: Resolver | None = None, **settings: Any):
+        where = where or f"system profile: {self.family}"
+        name = self.default if name is None else name
+        model, spec = self._model(name, where, base_dir or Path.cwd(), resolve)
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "settings", check_settings(model, settings, f"{where} ({self.key} {spec})",
+                                                            base_dir or Path.cwd(), self.key))
+
+    def _model(self, name: str | type, where: str, base: Path, resolve: Resolver | None) -> tuple[type, str]:
+        if isinstance(name, type):
+            if not issubclass(name, self.base):
+                raise ConfigError(f"{where}: {self.key} {name!r} is not a subclass of {self.base.__name__}")
+            return name, f"{name.__module__}:{name.__qualname__}"
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}: {self.key} must be one of {', '.join(self.builtins)}, got {name!r}")
+        if name in self.builtins:
+            return self.builtins[name], name
+        if resolve is None:
+            raise ConfigError(
+                f"{where}: {self.key} must be one of {', '.join(self.builtins)}, got {name!r}; your own class is "
+                f"named 'file.py:Class', 'package.module:Class' or by an entry point of the group "
+                f"raycompo.{self.family}, and a run resolves it (raycompo.run, --system)")
+        return resolve(self.family, name, base), name
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("settings", "model", "spec"):
+            raise AttributeError(name)
+        try:
+            return getattr(self.settings, name)
+        except AttributeError:
+            raise AttributeError(f"{self.family} {self.spec} has no setting {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (type(self), self.spec, self.model, self.settings))
+
+    @property
+    def kind(self) -> str:
+        """The spec of the class this section names, as written."""
+        return self.spec
+
+    def record(self) -> dict[str, Any]:
+        """Plain JSON values: {key: spec, **settings}."""
+        return {self.key: self.spec, **asdict(self.settings)}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and (self.spec, self.model, self.settings) == \
+            (other.spec, other.model, other.settings)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.spec, self.settings))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in asdict(self.settings).items())
+        return f"{type(self).__name__}({self.spec!r}{', ' if fields else ''}{fields})"
 
 
-@dataclass(frozen=True)
-class Selection:
-    """How a cohort of m is chosen: `ceil(over_selection * m)` online candidates, the m
-    predicted to finish first are kept (and only those within `deadline_s`)."""
+def _rebuild(cls: type, spec: str, model: type, settings: Any) -> Section:
+    out: Section = object.__new__(cls)
+    object.__setattr__(out, "spec", spec)
+    object.__setattr__(out, "model", model)
+    object.__setattr__(out, "settings", settings)
+    return out
 
-    over_selection: float = 1.0
-    deadline_s: float | None = None
-    max_attempts: int = 20
-    """Rounds abandoned in a row (fewer than m candidates within the deadline) before the
-    run stops with an error: a deadline no client meets."""
+
+class Availability(Section):
+    """When clients are online: `kind` names an availability model (`always`, `bernoulli`,
+    `diurnal`, `trace`, or a plugin; raycompo/system/availability.py), the other keys are
+    its settings: `Availability("diurnal", online_hours=6, p_day=0.9)`."""
+
+    family = "availability"
+    key = "kind"
+    default = "always"
+    base = AvailabilityModel
+    builtins = _availability_models.BUILTINS
+
+
+class Selection(Section):
+    """How a cohort of m is chosen: `policy` names a selection policy (`deadline`, or a
+    plugin; raycompo/system/selection.py), the other keys are its settings:
+    `Selection(over_selection=1.3, deadline_s=300)`."""
+
+    family = "selection"
+    key = "policy"
+    default = "deadline"
+    base = SelectionPolicy
+    builtins = _selection_policies.BUILTINS
+
+    @property
+    def policy(self) -> str:
+        return self.spec
+
+
+def check_settings(model: Any, values: dict[str, Any], where: str, base: Path, key: str = "kind") -> Any:
+    """`model.Settings` from `values`, every field checked: unknown keys refused with the
+    accepted ones named; a float field within its range (metadata `bounded`), an integer
+    field at least its least (metadata `integer`), a file field (metadata `file`: the field
+    that receives its digest) made absolute and digested; then `Settings.check(where)`."""
+    cls = model.Settings
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    digests = {f.metadata["file"] for f in fields.values() if "file" in f.metadata}
+    _known(values, (key, *(n for n in fields if n not in digests)), where)
+    hints = typing.get_type_hints(cls)
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        f = fields[name]
+        meta = f.metadata
+        if value is None and f.default is None:
+            out[name] = None
+        elif "low" in meta:
+            out[name] = number(value, name, where, low=meta["low"], strict=meta["strict"], high=meta["high"])
+        elif "integer" in meta:
+            if isinstance(value, bool) or not isinstance(value, int) or value < meta["integer"]:
+                raise ConfigError(f"{where}: {name} must be an integer >= {meta['integer']}, got {value!r}")
+            out[name] = value
+        elif "file" in meta:
+            out[name], out[meta["file"]] = _file(value, name, where, base)
+        elif hints.get(name) is str and not isinstance(value, str):
+            raise ConfigError(f"{where}: {name} must be a string, got {value!r}")
+        else:
+            out[name] = value
+    try:
+        settings = cls(**out)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    check = getattr(settings, "check", None)
+    if check is not None:
+        check(where)
+    return settings
 
 
 @dataclass(frozen=True)
@@ -121,56 +258,24 @@ class Profile:
 
     def record(self) -> dict[str, Any]:
         """Plain JSON values: what config.json and the checkpoint fingerprint hold."""
-        return asdict(self)
+        return {"name": self.name, "devices": asdict(self.devices), "availability": self.availability.record(),
+                "selection": self.selection.record(), "description": self.description}
 
     @property
     def plain_selection(self) -> bool:
-        """Every client always online, no over-selection and no deadline: a cohort is the
-        engine's own draw (the same clients as a run without --system)."""
-        s = self.selection
-        return self.availability.kind == "always" and s.over_selection == 1.0 and s.deadline_s is None
+        """Every client always online and a policy whose cohort is then the engine's own
+        draw (no over-selection, no deadline): the same clients as a run without --system."""
+        return bool(self.availability.model.always and self.selection.model.create(self.selection.settings, 0).plain)
 
 
-KINDS = ("always", "bernoulli", "diurnal", "trace")
-MIN_P = 0.001
-"""The smallest probability of being online (Bernoulli `p`, diurnal `p_day`) a profile takes:
-below it `next_online` could not find a client's next slot or day in bounded time."""
-
-PROFILES: dict[str, Profile] = {
-    "uniform": Profile("uniform", description="equal devices (1e10 FLOP/s, 10 Mbit/s both ways, 50 ms), always online"),
-    "mobile": Profile(
-        "mobile",
-        Devices(
-            classes=(DeviceClass("low", 0.4, 1e9), DeviceClass("mid", 0.4, 5e9), DeviceClass("high", 0.2, 2e10)),
-            flops_sigma=0.3,
-            uplink_bytes_per_s=Spread(6.25e5, 0.9),
-            downlink_bytes_per_s=Spread(2.5e6, 0.9),
-            latency_s=Spread(0.05, 0.5),
-        ),
-        Availability("diurnal", online_hours=6.0, start_hour=0.0, p_day=0.9),
-        Selection(over_selection=1.3, deadline_s=300.0),
-        "heterogeneous phones, online 6 h a night, 130 % over-selection, a 300 s deadline",
-    ),
-}
-PROFILES["mobile-sync"] = Profile(
-    "mobile-sync", PROFILES["mobile"].devices,
-    description="mobile's devices, always online; the server waits for every client it drew")
-"""`mobile`'s devices, always online, no over-selection: the server waits for every client
-it drew (the straggler-bound synchronous round; the same cohorts as a run without --system)."""
-PROFILES["mobile-fastest"] = Profile(
-    "mobile-fastest", PROFILES["mobile"].devices, Availability(), Selection(over_selection=2.0),
-    "mobile's devices, always online; twice the cohort drawn, the faster half kept")
-"""`mobile`'s devices, always online, twice the cohort drawn and the faster half kept: slow
-clients are dropped (the other extreme of `mobile-sync`)."""
-
-
-def load_profile(spec: str | Profile | dict) -> Profile:
+def load_profile(spec: str | Profile | dict, resolve: Resolver | None = None) -> Profile:
     """A `Profile` from a built-in name, a YAML file path, a dict of the YAML's shape, or a
-    Profile (returned as is). Raises ConfigError naming what is wrong."""
+    Profile (returned as is). `resolve` finds the plugin classes the profile names (None:
+    built-in names only). Raises ConfigError naming what is wrong."""
     if isinstance(spec, Profile):
         return spec
     if isinstance(spec, dict):
-        return parse_profile(spec, where="system", base=Path.cwd())
+        return parse_profile(spec, where="system", base=Path.cwd(), resolve=resolve)
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"system must be a profile name ({', '.join(PROFILES)}) or a YAML file path, got {spec!r}")
     if spec in PROFILES:
@@ -179,7 +284,7 @@ def load_profile(spec: str | Profile | dict) -> Profile:
     if not _is_file_spec(spec):
         raise ConfigError(f"unknown system profile {spec!r}; choose one of: {', '.join(PROFILES)}, or give a "
                           "YAML file path (.yaml / .yml)")
-    return parse_profile(_read_yaml(path), where=str(path), base=path.resolve().parent)
+    return parse_profile(_read_yaml(path), where=str(path), base=path.resolve().parent, resolve=resolve)
 
 
 def canonical_system(spec: str | None) -> str | None:
@@ -214,8 +319,9 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
-def parse_profile(data: dict, where: str, base: Path) -> Profile:
-    """Check every field of a profile mapping; `base` is the folder of relative paths."""
+def parse_profile(data: dict, where: str, base: Path, resolve: Resolver | None = None) -> Profile:
+    """Check every field of a profile mapping; `base` is the folder of relative paths (and
+    of plugin files), `resolve` finds plugin classes."""
     _known(data, ("name", "description", "devices", "availability", "selection"), where)
     name = data.get("name", Path(where).stem)
     if not isinstance(name, str) or not name:
@@ -226,8 +332,8 @@ def parse_profile(data: dict, where: str, base: Path) -> Profile:
     return Profile(
         name,
         _devices(_section(data, "devices", where), f"{where}: devices", base),
-        _availability(_section(data, "availability", where), f"{where}: availability", base),
-        _selection(_section(data, "selection", where), f"{where}: selection"),
+        _plugin_section(Availability, _section(data, "availability", where), f"{where}: availability", base, resolve),
+        _plugin_section(Selection, _section(data, "selection", where), f"{where}: selection", base, resolve),
         description,
     )
 
@@ -316,45 +422,40 @@ def _devices(d: dict, where: str, base: Path) -> Devices:
     )
 
 
-def _availability(d: dict, where: str, base: Path) -> Availability:
-    kind = d.get("kind", "always")
-    if kind not in KINDS:
-        raise ConfigError(f"{where}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    accepted = {"always": (), "bernoulli": ("p", "slot_s"), "diurnal": ("online_hours", "start_hour", "p_day"),
-                "trace": ("path", "period_s")}[kind]
-    _known(d, ("kind", *accepted), f"{where} (kind {kind})")
-    if kind == "bernoulli":
-        p = number(d.get("p", 0.5), "p", where, strict=False, high=1.0)
-        if p < MIN_P:
-            raise ConfigError(f"{where}: p={p:g} means no client is ever online (or too rarely to simulate); "
-                              f"give p in [{MIN_P:g}, 1]")
-        return Availability(kind, p=p, slot_s=number(d.get("slot_s", 600.0), "slot_s", where))
-    if kind == "diurnal":
-        hours = number(d.get("online_hours", 6.0), "online_hours", where, strict=False, high=24.0)
-        p_day = number(d.get("p_day", 1.0), "p_day", where, strict=False, high=1.0)
-        if hours == 0 or p_day < MIN_P:
-            raise ConfigError(f"{where}: online_hours={hours:g}, p_day={p_day:g} means no client is ever online (or "
-                              f"too rarely to simulate); give online_hours in (0, 24] and p_day in [{MIN_P:g}, 1]")
-        start = number(d.get("start_hour", 0.0), "start_hour", where, strict=False, high=24.0)
-        return Availability(kind, online_hours=hours, start_hour=start, p_day=p_day)
-    if kind == "trace":
-        if "path" not in d:
-            raise ConfigError(f"{where}: kind trace needs a path (a CSV of client,start_s,end_s)")
-        path, digest = _file(d["path"], "path", where, base)
-        period = d.get("period_s")
-        return Availability(kind, trace=path, trace_sha256=digest,
-                            period_s=None if period is None else number(period, "period_s", where))
-    return Availability(kind)
+def _plugin_section(cls: Any, d: dict, where: str, base: Path, resolve: Resolver | None) -> Any:
+    """An availability or selection section of a YAML mapping: its class (`kind` /
+    `policy`) and that class's settings, checked."""
+    values = dict(d)
+    return cls(values.pop(cls.key, None), where=where, base_dir=base, resolve=resolve, **values)
 
 
-def _selection(d: dict, where: str) -> Selection:
-    _known(d, ("over_selection", "deadline_s", "max_attempts"), where)
-    deadline = d.get("deadline_s")
-    attempts = d.get("max_attempts", 20)
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise ConfigError(f"{where}: max_attempts must be an integer >= 1, got {attempts!r}")
-    return Selection(
-        over_selection=number(d.get("over_selection", 1.0), "over_selection", where, low=1.0, strict=False, high=100.0),
-        deadline_s=None if deadline is None else number(deadline, "deadline_s", where),
-        max_attempts=attempts,
-    )
+KINDS = tuple(_availability_models.BUILTINS)
+"""The built-in availability models' names."""
+
+# (built last: the sections are checked by the functions above)
+PROFILES: dict[str, Profile] = {
+    "uniform": Profile("uniform", description="equal devices (1e10 FLOP/s, 10 Mbit/s both ways, 50 ms), always online"),
+    "mobile": Profile(
+        "mobile",
+        Devices(
+            classes=(DeviceClass("low", 0.4, 1e9), DeviceClass("mid", 0.4, 5e9), DeviceClass("high", 0.2, 2e10)),
+            flops_sigma=0.3,
+            uplink_bytes_per_s=Spread(6.25e5, 0.9),
+            downlink_bytes_per_s=Spread(2.5e6, 0.9),
+            latency_s=Spread(0.05, 0.5),
+        ),
+        Availability("diurnal", online_hours=6.0, start_hour=0.0, p_day=0.9),
+        Selection(over_selection=1.3, deadline_s=300.0),
+        "heterogeneous phones, online 6 h a night, 130 % over-selection, a 300 s deadline",
+    ),
+}
+PROFILES["mobile-sync"] = Profile(
+    "mobile-sync", PROFILES["mobile"].devices,
+    description="mobile's devices, always online; the server waits for every client it drew")
+"""`mobile`'s devices, always online, no over-selection: the server waits for every client
+it drew (the straggler-bound synchronous round; the same cohorts as a run without --system)."""
+PROFILES["mobile-fastest"] = Profile(
+    "mobile-fastest", PROFILES["mobile"].devices, Availability(), Selection(over_selection=2.0),
+    "mobile's devices, always online; twice the cohort drawn, the faster half kept")
+"""`mobile`'s devices, always online, twice the cohort drawn and the faster half kept: slow
+clients are dropped (the other extreme of `mobile-sync`)."""

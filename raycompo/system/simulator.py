@@ -1,33 +1,39 @@
-"""The simulated system of one run: the engine asks it who joins a round (`select`) and
-tells it what each exchange cost (`on_exchange`); it keeps the clock and the counters.
+"""The simulated system of one run, as the engine drives it: small parts, one job each.
 
-Lives in the driver (a `Federation`), so it is the same object inline and on Ray; its
-state is a round boundary's plain numbers (`state` / `load`), saved in checkpoints, so a
-resumed run continues the same clock.
+* `clock.Clock`: simulated time, moved by exchanges (one formula, `clock.member_time`) and by
+  selection's waits; predictions of a member's round;
+* the availability model (`availability.AvailabilityModel`, a plugin): who is online when;
+* the selection policy (`selection.SelectionPolicy`, a plugin): who joins a round;
+* `candidates.draw_candidates`: online candidates in O(m);
+* `counters.ClientCounters` / `counters.RunTotals`: per client (clients.csv) and per run
+  (metrics.csv) counts;
+* `persist`: the checkpoint's state.
+
+`System` composes them behind the interface the engine calls (`SystemLike`); `NoSystem` has
+the same interface and does nothing, so the engine never asks which one it has. It lives in
+the driver (a `Federation`), so it is the same object inline and on Ray; its state is a
+round boundary's plain numbers (`state` / `load`), saved in checkpoints, so a resumed run
+continues the same clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from raycompo.costs import ExchangeCost
-from raycompo.errors import ConfigError
-from raycompo.system import draws
-from raycompo.system.availability import make_availability, read_trace
-from raycompo.system.clock import Workload, exchange_workload, predicted_time
-from raycompo.system.deadline import candidates_for, choose
+from raycompo.costs import SYSTEM_COLUMNS, ExchangeCost
+from raycompo.system import draws, persist
+from raycompo.system.candidates import draw_candidates
+from raycompo.system.clock import Clock, Workload
+from raycompo.system.counters import COUNTERS, ClientCounters, RunTotals
 from raycompo.system.devices import Device, DeviceModel, read_devices_csv
 from raycompo.system.profile import Profile
 
-COLUMNS = ("sim_time", "dropped", "wasted_s")
-"""metrics.csv columns of a run with a system: cumulative simulated seconds, clients
-selected but not used this round, cumulative device-seconds of work thrown away."""
+COLUMNS = SYSTEM_COLUMNS
+"""metrics.csv columns of a run with a system (`raycompo.costs.SYSTEM_COLUMNS`)."""
 
-COUNTERS = ("drawn", "online", "selected", "dropped", "wasted_s", "waited_s")
-"""Per-client counters: times drawn as a candidate, found online when drawn, kept in a
-cohort, dropped, device-seconds of dropped work, seconds an exchange waited for it."""
+__all__ = ["COLUMNS", "COUNTERS", "NoSystem", "System", "SystemLike", "Tables", "check_profile", "make_system"]
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,8 @@ class Tables:
 
     devices: tuple[list[Device], bool] | None = None
     """A device CSV's devices and whether they are by client id (`read_devices_csv`)."""
-    trace: dict[int, tuple[list[float], list[float]]] | None = None
-    """An availability trace's intervals by client (`read_trace`)."""
+    availability: Any = None
+    """What the availability model's `read` returned (a trace's intervals by client)."""
 
 
 def check_profile(profile: Profile, seed: int, n_clients: int) -> Tables:
@@ -48,7 +54,23 @@ def check_profile(profile: Profile, seed: int, n_clients: int) -> Tables:
     ConfigError naming the file and what is wrong."""
     d, a = profile.devices, profile.availability
     return Tables(read_devices_csv(d.csv, n_clients) if d.csv is not None else None,
-                  read_trace(a.trace, n_clients, a.period_s) if a.kind == "trace" and a.trace is not None else None)
+                  a.model.read(a.settings, n_clients))
+
+
+class SystemLike(Protocol):
+    """What the engine calls, with a system or without (`System`, `NoSystem`)."""
+
+    on: bool
+
+    def begin_round(self, round_: int) -> None: ...
+    def end_round(self) -> None: ...
+    def select(self, m: int, stream: int, plain_draw: Callable[[int], list[int]]) -> list[int]: ...
+    def on_exchange(self, cost: ExchangeCost) -> None: ...
+    def columns(self) -> dict[str, Any]: ...
+    def client_columns(self, clients: list[int]) -> dict[int, dict[str, Any]] | None: ...
+    def reported(self) -> None: ...
+    def state(self) -> dict[str, Any] | None: ...
+    def load(self, state: dict[str, Any] | None) -> None: ...
 
 
 class System:
@@ -63,184 +85,159 @@ class System:
         self.profile = profile
         self.n_clients = n_clients
         tables = tables if tables is not None else check_profile(profile, seed, n_clients)
+        a, s = profile.availability, profile.selection
         self.devices = DeviceModel(profile.devices, seed, n_clients, model_size, tables.devices)
-        self.availability = make_availability(profile.availability, seed, n_clients, tables.trace)
+        self.availability = a.model.create(a.settings, seed, n_clients, tables.availability)
+        self.policy = s.model.create(s.settings, seed)
+        self.clock = Clock(self.devices, self.availability, model_bytes)
+        self.counters = ClientCounters()
+        self.totals = RunTotals()
         self._candidate = draws.prefix(seed, draws.CANDIDATE)
-        self.now = 0.0
-        """Simulated seconds since the run began (metrics.csv's `sim_time`)."""
-        self.wasted_s = 0.0
-        self.dropped_round = 0
-        self.workload = [Workload(0.0, float(model_bytes), float(model_bytes))]
-        """The last round's work per member and exchange, from which finish times are
-        predicted. Before any round ran: the model down and up once, no sample."""
-        self.counters: dict[str, dict[int, float]] = {k: {} for k in COUNTERS}
-        self._round = 0
+        self.round = 0
         self._members: set[int] = set()
-        self._work: list[Workload] = []
+        self._stream = 0
+        self._plain: Callable[[int], list[int]] | None = None
+
+    # --- read-outs the tests and a user see --------------------------------------------
+    @property
+    def now(self) -> float:
+        """Simulated seconds since the run began (metrics.csv's `sim_time`)."""
+        return self.clock.now
+
+    @now.setter
+    def now(self, t: float) -> None:
+        self.clock.now = t
+
+    @property
+    def workload(self) -> list[Workload]:
+        return self.clock.workload
+
+    @property
+    def wasted_s(self) -> float:
+        return self.totals.wasted_s
+
+    @property
+    def dropped_round(self) -> int:
+        return self.totals.dropped_round
+
+    def predict(self, c: int) -> float:
+        """Seconds client c would take for a round like the last one (`Clock.predict`)."""
+        return self.clock.predict(c)
 
     # --- the round ----------------------------------------------------------------------
     def begin_round(self, round_: int) -> None:
         """Round `round_` (1-based) starts at `now`."""
-        self._round, self._members, self._work, self.dropped_round = round_, set(), [], 0
+        self.round, self._members = round_, set()
+        self.clock.begin_round()
+        self.totals.begin_round()
+        self.counters.begin_round()
 
     def end_round(self) -> None:
         """The round is over: its measured work predicts the next round's finish times."""
-        if self._work:
-            self.workload = self._work
-
-    def s_per_sample(self, c: int) -> float:
-        return self.devices.seconds_per_sample(self.devices.device(c))
-
-    def predict(self, c: int) -> float:
-        """Seconds client c would take for a round like the last one."""
-        return predicted_time(self.devices.device(c), self.s_per_sample(c), self.workload)
+        self.clock.end_round()
 
     def select(self, m: int, stream: int, plain_draw: Callable[[int], list[int]]) -> list[int]:
-        """A cohort of m clients for this round (see docs/system.md): `plain_draw(m)` when
-        every client is always online and there is no over-selection or deadline; else m of
-        ceil(over_selection * m) online candidates, the m predicted to finish first within
-        the deadline. An abandoned attempt (fewer than m within the deadline) costs the
-        deadline and is drawn again, at most `max_attempts` times in a row."""
-        if self.profile.plain_selection:
-            cohort = plain_draw(m)
-            for c in cohort:
-                for key in ("drawn", "online", "selected"):
-                    self._add(key, c, 1)
-            self._members.update(cohort)
-            return cohort
-        sel = self.profile.selection
-        fastest = float("inf")
-        for attempt in range(sel.max_attempts):
-            candidates, start = self._candidates(m, stream, attempt)
-            self.now = start  # waiting for check-ins counts
-            predicted = {c: self.predict(c) for c in candidates}
-            fastest = min(fastest, min(predicted.values()))
-            choice = choose(predicted, m, sel.deadline_s)
-            for c in choice.dropped:  # each worked until the round closed (or was abandoned)
-                self._add("dropped", c, 1)
-                self._add("wasted_s", c, min(predicted[c], choice.close_s))
-                self.wasted_s += min(predicted[c], choice.close_s)
-            self.dropped_round += len(choice.dropped)
-            if choice.kept:
-                for c in choice.kept:
-                    self._add("selected", c, 1)
-                self._members.update(choice.kept)
-                return choice.kept
-            assert sel.deadline_s is not None
-            self.now += sel.deadline_s
-        raise ConfigError(
-            f"system profile {self.profile.name!r}: round {self._round} was abandoned {sel.max_attempts} times in a "
-            f"row: fewer than {m} of the candidates were predicted to finish within deadline_s={sel.deadline_s:g} s "
-            f"(the fastest was predicted to take {fastest:.3g} s). Raise selection.deadline_s or selection.over_selection")
-
-    def _candidates(self, m: int, stream: int, attempt: int) -> tuple[list[int], float]:
-        """(ceil(over_selection * m) candidates online at `now`, or at the returned later
-        time when too few are: the time the last of them checks in). Candidates are drawn
-        uniformly (keyed by seed, round, stream, attempt) and the offline ones rejected:
-        O(m) draws while a fair share of clients is online, never a scan of all n."""
-        pop = self.availability.population
-        size = self.n_clients if pop is None else len(pop)
-        k = candidates_for(m, self.profile.selection.over_selection, size)
-        t = self.now
-        online: list[int] = []
-        offline: list[int] = []
-        seen: set[int] = set()
-        cap = 20 * k + 100
-        i = 0
-        while len(online) < k and i < cap and len(seen) < size:
-            h = draws.index(self._candidate, size, self._round, stream, attempt, i)
-            i += 1
-            c = h if pop is None else pop[h]
-            if c in seen:
-                continue
-            seen.add(c)
-            self._add("drawn", c, 1)
-            if self.availability.online(c, t):
-                online.append(c)
-                self._add("online", c, 1)
-            else:
-                offline.append(c)
-        if len(online) >= k:
-            return online, t
-        # the earliest check-ins among the first offline ones drawn (bounded work per round)
-        later = sorted((nt, c) for c in offline[: 2 * k + 10] if (nt := self.availability.next_online(c, t)) is not None)
-        if len(online) + len(later) < m:
-            raise ConfigError(
-                f"system profile {self.profile.name!r}: round {self._round} needs {m} clients, but of the {len(seen)} "
-                f"drawn at simulated time {t:.0f} s only {len(online) + len(later)} are ever online (no client is "
-                "online often enough). Check the availability section (p, online_hours, p_day, the trace)")
-        fill = later[: k - len(online)]
-        return online + [c for _, c in fill], fill[-1][0] if fill else t
+        """A cohort of m clients for this round, as the profile's selection policy chooses
+        it (`selection.Deadline`: the engine's `plain_draw(m)` when every client is always
+        online and there is no over-selection or deadline)."""
+        self._stream, self._plain = stream, plain_draw
+        return self.policy.select(m, self)
 
     def on_exchange(self, cost: ExchangeCost) -> None:
-        """One exchange: the clock moves by its slowest member's time (a barrier). A member
-        that was not drawn online this round (an algorithm that uses every client) is
-        waited for until it is online, and the wait counts."""
-        if cost.round != self._round:
+        """One exchange: the clock moves by its slowest member's time (`Clock.exchange`)."""
+        if cost.round != self.round:
             self.begin_round(cost.round)
-        t, worst = self.now, 0.0
-        check = not self.availability.always
-        rates = self.devices.rates
-        for i, c in enumerate(cost.clients):
-            wait = 0.0
-            if check and c not in self._members:
-                start = self.availability.next_online(c, t)
-                if start is None:
-                    raise ConfigError(
-                        f"system profile {self.profile.name!r}: client {c} is never online again after simulated time "
-                        f"{t:.0f} s, and round {cost.round}'s phase {cost.phase!r} needs it (an algorithm that uses "
-                        "every client waits for each). Give it availability, or use a trace with a period_s")
-                wait = start - t
-                if wait > 0:
-                    self._add("waited_s", c, wait)
-            fixed, per_down, per_up, per_sample = rates(c)  # = member_time(device, ...), its terms cached
-            took = wait + fixed + cost.bytes_down[i] * per_down + cost.samples[i] * per_sample + cost.bytes_up[i] * per_up
-            if took > worst:
-                worst = took
-        self.now = t + worst
-        self._work.append(exchange_workload(cost))
+        for c, wait in self.clock.exchange(cost, self._members, self.profile.name):
+            self.counters.add("waited_s", c, wait)
 
-    def _add(self, key: str, c: int, v: float) -> None:
-        d = self.counters[key]
-        d[c] = d.get(c, 0) + v
+    # --- SelectionView: what the policy sees ---------------------------------------------
+    @property
+    def profile_name(self) -> str:
+        return self.profile.name
+
+    @property
+    def always(self) -> bool:
+        return self.availability.always
+
+    @property
+    def population_size(self) -> int:
+        pop = self.availability.population
+        return self.n_clients if pop is None else len(pop)
+
+    def plain_draw(self, m: int) -> list[int]:
+        assert self._plain is not None
+        cohort = self._plain(m)
+        self.counters.count("drawn", cohort)
+        self.counters.count("online", cohort)
+        return cohort
+
+    def candidates(self, k: int, m: int, attempt: int) -> tuple[list[int], float]:
+        got = draw_candidates(self.availability, self._candidate, self.n_clients, k, m, self.clock.now,
+                              (self.round, self._stream, attempt), self.profile.name)
+        self.counters.count("drawn", got.drawn)
+        self.counters.count("online", got.online)
+        return got.candidates, got.start
+
+    def predict_many(self, clients: list[int]) -> list[float]:
+        return self.clock.predict_many(clients)
+
+    def online_until_many(self, clients: list[int], t: float) -> list[float]:
+        return self.availability.online_until_many(clients, t)
+
+    def wait_until(self, t: float) -> None:
+        self.clock.wait_until(t)
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def drop(self, c: int, wasted_s: float, left: bool) -> None:
+        self.counters.count("dropped", [c])
+        if left:
+            self.counters.count("left", [c])
+        self.counters.add("wasted_s", c, wasted_s)
+        self.totals.drop(wasted_s)
+
+    def keep(self, clients: list[int]) -> list[int]:
+        self.counters.count("selected", clients)
+        self._members.update(clients)
+        return clients
 
     # --- what the engine reads -----------------------------------------------------------
     def columns(self) -> dict[str, Any]:
         """The row's system columns: `sim_time`, `dropped` (this round), `wasted_s`."""
-        return {"sim_time": self.now, "dropped": self.dropped_round, "wasted_s": self.wasted_s}
+        return self.totals.columns(self.clock.now)
 
     def client_columns(self, clients: list[int]) -> dict[int, dict[str, Any]]:
         """Per client asked: its device (class, FLOP/s, seconds per sample, bandwidths,
-        latency) and its counters. O(len(clients))."""
+        latency) and its counters since the previous evaluation (`counters`). O(asked + window)."""
+        counts = self.counters.columns(clients)
         out = {}
         for c in clients:
             d = self.devices.device(c)
             out[c] = {"device": d.cls, "flops": d.flops, "s_per_sample": self.devices.seconds_per_sample(d),
                       "uplink_bytes_per_s": d.uplink, "downlink_bytes_per_s": d.downlink, "latency_s": d.latency,
-                      **{k: self.counters[k].get(c, 0) for k in COUNTERS}}
+                      **counts[c]}
         return out
+
+    def reported(self) -> None:
+        """The per-client counters went into clients.csv: a new window starts with the next round."""
+        self.counters.reported()
 
     # --- checkpoints ---------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        """Plain numbers and lists (a checkpoint's `system`): the clock, the last round's
-        workload and the per-client counters."""
-        return {"profile": self.profile.name, "now": self.now, "wasted_s": self.wasted_s,
-                "workload": [[w.samples, w.bytes_down, w.bytes_up] for w in self.workload],
-                "counters": {k: [[c, v] for c, v in d.items()] for k, d in self.counters.items()}}
+        """Plain numbers and lists (a checkpoint's `system`, `persist.state`)."""
+        return persist.state(self)
 
-    def load(self, state: dict[str, Any]) -> None:
-        """Continue from `state` (a checkpoint's), taken by a run of the same profile."""
-        if state.get("profile") != self.profile.name:
-            raise ConfigError(f"the checkpoint's system profile is {state.get('profile')!r}, this run's "
-                              f"{self.profile.name!r}: it belongs to another run")
-        self.now, self.wasted_s = float(state["now"]), float(state["wasted_s"])
-        self.workload = [Workload(*map(float, w)) for w in state["workload"]]
-        self.counters = {k: {int(c): v for c, v in state["counters"].get(k, [])} for k in COUNTERS}
+    def load(self, state: dict[str, Any] | None) -> None:
+        """Continue from `state` (a checkpoint's), taken by a run of the same profile
+        (`persist.load`); None (a checkpoint without a system's state) changes nothing."""
+        if state is not None:
+            persist.load(self, state)
 
 
 class NoSystem:
     """No simulated system (a run without --system): cohorts are the engine's own draws, no
-    column is added, nothing is saved. Lets the engine call the same methods either way."""
+    column is added, nothing is counted or saved. The same interface as `System`."""
 
     on = False
 
@@ -253,11 +250,23 @@ class NoSystem:
     def select(self, m: int, stream: int, plain_draw: Callable[[int], list[int]]) -> list[int]:
         return plain_draw(m)
 
+    def on_exchange(self, cost: ExchangeCost) -> None:
+        pass
+
     def columns(self) -> dict[str, Any]:
         return {}
 
+    def client_columns(self, clients: list[int]) -> None:
+        return None
+
+    def reported(self) -> None:
+        pass
+
     def state(self) -> None:
         return None
+
+    def load(self, state: dict[str, Any] | None) -> None:
+        pass
 
 
 def make_system(profile: Profile | None, seed: int, n_clients: int, model_size: int,

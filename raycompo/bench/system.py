@@ -1,0 +1,121 @@
+"""The simulated system's cost (issue 32): per cohort beside the engine's own draw, and the
+size of a checkpoint as a run goes on.
+
+    python -m raycompo.bench system [--n 10000000] [--m 100] [--cohorts 50]
+        [--profiles uniform mobile] [--rounds 100 300] [--cohort 10]
+
+1. Per cohort of `--m` at `--n` clients, for each profile: the median and least
+   milliseconds of the system's selection (`RoundCtx.sample` of a counted round: candidates
+   drawn among the online clients, their devices, predictions, the policy's choice and the
+   counters) beside the engine's own uniform draw (`draw_cohort`), over `--cohorts` rounds.
+   Target: under 1 ms for `mobile` at 10^7 clients.
+2. A `mobile` run of FedAvg on the synthetic task with `--n` clients and a cohort of
+   `--cohort` (evaluation of 10 clients every 50 rounds), inline: the bytes of its
+   checkpoint (`Federation.checkpoint`, as torch saves it) and of the system's part at each
+   round of `--rounds`, and the ratio of the last to the first (target: within 1.3x from
+   round 100 to round 300: the system's state is bounded, see raycompo/system/counters.py).
+   The ledger's part is printed beside it: its per-round breakdown (costs.csv's rows) is
+   kept until the run ends, O(rounds).
+
+Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import time
+
+
+def cohort_ms(n: int, m: int, profile: str, cohorts: int) -> dict[str, list[float]]:
+    """Milliseconds of each system cohort and of each engine draw at n clients under
+    `profile`, wall clock and this process's CPU time (less disturbed by a loaded machine)."""
+    from raycompo.config import RunConfig
+    from raycompo.engine.federation import Federation, RoundCtx
+
+    fed = Federation(RunConfig(task="synthetic", algo="fedavg", backend="inline", system=profile,
+                               settings={"n_clients": n, "clients_per_round": m}), start=False)
+    out: dict[str, list[float]] = {"system": [], "draw": [], "system_cpu": [], "draw_cpu": []}
+    for r in range(cohorts + 2):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fed.system.begin_round(r + 1)
+        RoundCtx(fed, r, counted=True).sample(m)
+        fed.system.end_round()
+        t1, c1 = time.perf_counter(), time.process_time()
+        RoundCtx(fed, r).sample(m)  # the engine's own draw, no system
+        t2, c2 = time.perf_counter(), time.process_time()
+        if r >= 2:  # warm-up
+            out["system"].append(1e3 * (t1 - t0))
+            out["draw"].append(1e3 * (t2 - t1))
+            out["system_cpu"].append(1e3 * (c1 - c0))
+            out["draw_cpu"].append(1e3 * (c2 - c1))
+    return out
+
+
+def checkpoint_sizes(n: int, cohort: int, rounds: list[int]) -> list[tuple[int, int, int, int]]:
+    """(round, checkpoint bytes, system state bytes, ledger state bytes) of a mobile FedAvg
+    run at each round."""
+    import torch
+
+    from raycompo.config import RunConfig
+    from raycompo.engine.federation import Federation
+
+    cfg = RunConfig(task="synthetic", algo="fedavg", backend="inline", system="mobile", rounds=max(rounds),
+                    eval_every=50, eval_clients=10,
+                    settings={"n_clients": n, "clients_per_round": cohort, "tau": 1, "max_samples": 60})
+    fed = Federation(cfg)
+    out = []
+    try:
+        fed.initial_row()
+        for r in range(1, max(rounds) + 1):
+            fed.run_round()
+            if r in rounds:
+                ckpt = fed.checkpoint()
+                whole, part, led = io.BytesIO(), io.BytesIO(), io.BytesIO()
+                torch.save(ckpt, whole)
+                torch.save(ckpt["system"], part)
+                torch.save(ckpt["ledger"], led)
+                out.append((r, whole.tell(), part.tell(), led.tell()))
+    finally:
+        fed.close()
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench system", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=10**7, help="clients")
+    p.add_argument("--m", type=int, default=100, help="cohort of the per-cohort timing")
+    p.add_argument("--cohorts", type=int, default=50, help="cohorts timed per profile")
+    p.add_argument("--profiles", nargs="+", default=["uniform", "mobile"])
+    p.add_argument("--rounds", type=int, nargs="*", default=[100, 300], help="rounds at which the checkpoint is sized")
+    p.add_argument("--cohort", type=int, default=10, help="cohort of the checkpoint run")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
+    print(f"per cohort of {a.m} at {a.n} clients (ms): system vs the engine's own draw")
+    print(f"{'profile':10} {'system median':>13} {'system min':>10} {'system cpu':>10} {'draw median':>11} "
+          f"{'draw min':>8} {'draw cpu':>8}")
+    for prof in a.profiles:
+        t = cohort_ms(a.n, a.m, prof, a.cohorts)
+        med = {k: statistics.median(v) for k, v in t.items()}
+        print(f"{prof:10} {med['system']:13.3f} {min(t['system']):10.3f} {med['system_cpu']:10.3f} "
+              f"{med['draw']:11.3f} {min(t['draw']):8.3f} {med['draw_cpu']:8.3f}", flush=True)
+    if a.rounds:
+        print(f"\ncheckpoint of a mobile FedAvg run at {a.n} clients, cohort {a.cohort} (bytes)")
+        print(f"{'round':>6} {'checkpoint':>11} {'system':>9} {'ledger':>9}")
+        sizes = checkpoint_sizes(a.n, a.cohort, sorted(a.rounds))
+        for r, whole, part, led in sizes:
+            print(f"{r:6d} {whole:11d} {part:9d} {led:9d}", flush=True)
+        if len(sizes) > 1:
+            print(f"round {sizes[-1][0]} / round {sizes[0][0]}: checkpoint {sizes[-1][1] / sizes[0][1]:.3f}x, "
+                  f"system {sizes[-1][2] / sizes[0][2]:.3f}x (target <= 1.3x)")
+    return 0

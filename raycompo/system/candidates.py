@@ -1,0 +1,98 @@
+"""Drawing a round's candidates among the online clients, in O(m), never a scan of the n.
+
+Candidates are drawn uniformly with replacement, keyed by (seed, round, stream, attempt,
+i), a repeat skipped, and the offline ones rejected, until k are online (at most
+`20 k + 100` draws). The keyed draws and the availability look-ups run a batch at a time
+in numpy (`draws.indices`, `AvailabilityModel.online_many`), then are taken in order of i:
+the same candidates as one draw at a time, for a fraction of the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from raycompo.errors import ConfigError
+from raycompo.system import draws
+from raycompo.system.availability import AvailabilityModel
+
+BIG = 64
+"""A population of at least BIG times the draws' cap takes the numpy path (a repeat is rare;
+`len(seen) < size` always holds)."""
+
+
+@dataclass
+class Drawn:
+    """The outcome of one draw of candidates."""
+
+    candidates: list[int]
+    """k online candidates (or fewer online and the first to check in after them)."""
+    start: float
+    """When the last of them is online (the draw's time when all were)."""
+    drawn: list[int] = field(default_factory=list)
+    """Every distinct client looked at, in order."""
+    online: list[int] = field(default_factory=list)
+    """Those found online at the draw's time."""
+
+
+def draw_candidates(availability: AvailabilityModel, pre: int, n_clients: int, k: int, m: int, t: float,
+                    key: tuple[int, int, int], profile: str) -> Drawn:
+    """k candidates online at t (`key` = (round, stream, attempt)); when fewer of the drawn
+    are online, the earliest check-ins among the first offline ones drawn fill the rest
+    (bounded work per round) and the draw starts when the last of them is online."""
+    pop = availability.population
+    size = n_clients if pop is None else len(pop)
+    online: list[int] = []
+    offline: list[int] = []
+    drawn: list[int] = []
+    seen: set[int] = set()
+    cap = 20 * k + 100
+    i = 0
+    if pop is None and size >= BIG * cap:  # a large population: each batch taken in numpy
+        while len(online) < k and i < cap:
+            batch = min(cap - i, 8 * (k - len(online)) + 32)
+            ids = draws.indices(pre, size, i, batch, *key)
+            on = availability.online_array(ids, t)
+            first: np.ndarray = np.zeros(batch, dtype=bool)
+            first[np.unique(ids, return_index=True)[1]] = True  # a repeat within the batch skipped
+            if seen:
+                first &= ~np.isin(ids, np.fromiter(seen, dtype=np.int64, count=len(seen)))
+            at = np.flatnonzero(first)
+            hits = np.cumsum(on[at])
+            need = k - len(online)
+            if len(hits) and hits[-1] >= need:  # the k-th online one is in this batch: stop after it
+                j = int(np.searchsorted(hits, need))
+                used = at[: j + 1]
+                i += int(at[j]) + 1
+            else:
+                used = at
+                i += batch
+            took, mask = ids[used], on[used]
+            drawn += took.tolist()
+            seen.update(drawn[-len(took):] if len(took) else ())
+            online += took[mask].tolist()
+            offline += took[~mask].tolist()
+    while len(online) < k and i < cap and len(seen) < size:
+        batch = min(cap - i, max(2 * (k - len(online)) + 16, 32))
+        drawn_ids = draws.indices(pre, size, i, batch, *key).tolist()
+        cs = drawn_ids if pop is None else [pop[h] for h in drawn_ids]
+        for c, is_on in zip(cs, availability.online_many(cs, t)):
+            i += 1
+            if c in seen:
+                continue
+            seen.add(c)
+            drawn.append(c)
+            (online if is_on else offline).append(c)
+            if len(online) >= k or len(seen) >= size:
+                break
+    if len(online) >= k:
+        return Drawn(online, t, drawn, online)
+    later = sorted((nt, c) for c in offline[: 2 * k + 10] if (nt := availability.next_online(c, t)) is not None)
+    if len(online) + len(later) < m:
+        raise ConfigError(
+            f"system profile {profile!r}: round {key[0]} needs {m} clients, but of the {len(seen)} drawn at "
+            f"simulated time {t:.0f} s only {len(online) + len(later)} are ever online (no client is online often "
+            "enough). Check the availability section (p, online_hours, p_day, the trace)")
+    fill = later[: k - len(online)]
+    return Drawn(online + [c for _, c in fill], fill[-1][0] if fill else t, drawn, online)
