@@ -38,11 +38,12 @@ other. Every import counts: inside a function, by a name (importlib) or through 
                        cost limits a run stops at; file locks;
                        discovery of built-ins; backend names; the Observer interface; t-intervals;
                        what the public functions' arguments accept; the cost axes (--x, --rank-at)
-  problems | models | data | system/
+  problems | models | data | system/ | compression/
                        compositional objectives as pure torch functions; models over a flat
                        parameter vector; data sets and partitions; the simulated system
                        (profiles, devices, availability, the clock, deadlines; it imports
-                       only errors, settings, seeding, costs)
+                       only errors, settings, seeding, costs); payload transforms
+                       (compression methods, DP clipping, noise and the accountant)
   tasks/               the papers' tasks (clients' data, model, loss, evaluation);
                        tasks/from_data: a task from the user's own arrays
   algorithms/          one file per algorithm: client phases + the server's round

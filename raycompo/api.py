@@ -63,6 +63,8 @@ def run_arguments() -> dict[str, Arg]:
         "vectorize_memory": Arg(("number",), above=0), "system": Arg(("path",), none=True),
         "aggregation": Arg(("choice",), choices=("sync", "buffered", "async")),
         "concurrency": positive_int(none=True), "buffer": positive_int(none=True),
+        "compress": Arg(("mapping",), none=True), "compress_down": Arg(("mapping",), none=True),
+        "dp_clip": Arg(("number",), none=True), "dp_noise": Arg(("number",), none=True), "dp_delta": Arg(("number",)),
         "on_row": Arg(("callable",), none=True),
         "progress": Arg(("bool", "choice"), choices=MODES),
         "tracker": Arg(("names",), choices=TRACKERS, none=True),
@@ -104,6 +106,11 @@ def run(
     concurrency: int | None = None,
     buffer: int | None = None,
     budget: Mapping[str, float] | None = None,
+    compress: Mapping[str, str] | None = None,
+    compress_down: Mapping[str, str] | None = None,
+    dp_clip: float | None = None,
+    dp_noise: float | None = None,
+    dp_delta: float = 1e-5,
     on_row: Callable[[Row], None] | None = None,
     progress: bool | str = False,
     tracker: str | Sequence[str] | None = None,
@@ -143,7 +150,14 @@ def run(
     budget: end the run, status 'completed', at the first round whose cumulative cost
         column reaches its limit, e.g. {'samples': 1e6, 'values_up': 1e8} (keys: samples,
         values_up, values_down, bytes_up, bytes_down, exchanges; sim_time with a simulated
-        system); as --budget KEY=VALUE.
+        system; epsilon with client-level DP); as --budget KEY=VALUE.
+    compress: compression of what clients send up, {contribution key or '*': method}, methods
+        'qsgd:S', 'topk:K', 'randk:K', 'sign' (as --compress KEY=METHOD; `--list` shows each
+        algorithm's keys); bytes_up counts the encoded messages (docs/compression.md).
+        compress_down: the same for the payload the server sends down (as --compress-down).
+    dp_clip, dp_noise, dp_delta: client-level DP as DP-FedAvg (as --dp-clip C --dp-noise z
+        --dp-delta): each client's contribution clipped to L2 norm C, N(0, z^2 C^2) added to
+        the server's sums, the column `epsilon` at delta (budget {'epsilon': 8} ends a run there).
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
     progress: True shows a progress bar (`tqdm.auto`: a widget in a notebook, a bar on a
@@ -178,10 +192,17 @@ def run(
         system=None if a["system"] is None else str(a["system"]), aggregation=a["aggregation"],
         concurrency=a["concurrency"], buffer=a["buffer"],
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
+        compress=_mapping(compress), compress_down=_mapping(compress_down),
+        dp_clip=a["dp_clip"], dp_noise=a["dp_noise"], dp_delta=a["dp_delta"],
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=a["checkpoint_every"], max_failures=a["max_failures"], on_row=on_row,
                 progress=progress, tracker=tracker, observers=observers)
+
+
+def _mapping(value: Any) -> Any:
+    """A Mapping as a dict, None as {}; anything else as it is (resolve names its type)."""
+    return {} if value is None else dict(value) if isinstance(value, Mapping) else value
 
 
 def resume(

@@ -3,7 +3,7 @@
 `--budget samples=1e6 bytes_up=2e9` (`budget={...}` in `raycompo.run`, `RunConfig.budget`)
 ends the run, status 'completed', at the first round where any listed cost column
 (`samples`, `values_up`, `values_down`, `bytes_up`, `bytes_down`, `exchanges`; `sim_time`
-with a simulated system) is >= its value: sweeps compare algorithms at equal cost. The
+with a simulated system; `epsilon` with client-level DP, docs/compression.md) is >= its value: sweeps compare algorithms at equal cost. The
 budget only reads the cost columns (engine/ledger.py) once a round ended, like the
 divergence check; the last round is evaluated whatever `eval_every` says.
 
@@ -21,8 +21,9 @@ from raycompo.costs import CUMULATIVE_COLUMNS
 from raycompo.errors import ConfigError
 
 BUDGET_KEYS = CUMULATIVE_COLUMNS
-"""The cost columns a budget may limit (`sim_time` exists only with a simulated system),
-named once in `raycompo.costs`."""
+"""The cost columns a budget may limit (`sim_time` exists only with a simulated system,
+`epsilon` only with client-level DP, --dp-clip: the config checks that), named once in
+`raycompo.costs`."""
 
 NEEDS_SYSTEM = ("sim_time",)
 """Budget keys whose column only a simulated system (`--system`) writes."""

@@ -84,6 +84,19 @@ class RunConfig:
     """End the run (status 'completed') at the first round whose cumulative cost column
     reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/budget.py). Empty:
     run all `rounds`."""
+    compress: dict[str, str] = field(default_factory=dict)
+    """Compression of what clients send up, by contribution key ('*': every key but the
+    weights): {'nw': 'topk:0.01', 'u': 'qsgd:4'}; methods qsgd:S, topk:K, randk:K, sign
+    (raycompo/compression/, docs/compression.md). Empty: sent as they are."""
+    compress_down: dict[str, str] = field(default_factory=dict)
+    """Compression of what the server sends down, by payload key ('*': every tensor key)."""
+    dp_clip: float | None = None
+    """Client-level DP (DP-FedAvg): each client's contribution, all keys sent up together,
+    clipped to this L2 norm C (None: no DP)."""
+    dp_noise: float | None = None
+    """The noise multiplier z: N(0, z^2 C^2 I) added to the server's sums (None: 0)."""
+    dp_delta: float = 1e-5
+    """The delta at which the accountant reports epsilon (the column `epsilon`)."""
 
     def __post_init__(self) -> None:
         # A class (Python API) is recorded by the spec that finds it again.
@@ -247,6 +260,9 @@ FIELD_TYPES = {
     "eval_clients": Arg(("int",), none=True), "state_memory_gb": Arg(("number",), none=True),
     "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER, "aggregation": Arg(("str",)),
     "concurrency": Arg(("int",), none=True), "buffer": Arg(("int",), none=True),
+    "compress": Arg(("mapping",)),
+    "compress_down": Arg(("mapping",)), "dp_clip": Arg(("number",), none=True), "dp_noise": Arg(("number",), none=True),
+    "dp_delta": _NUMBER,
 }
 """The type of each RunConfig field (raycompo.arguments), checked by `resolve`."""
 
@@ -299,6 +315,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     algo_settings.validate(n_clients)
     from raycompo.vectorize import plan
 
+    check_transforms(cfg, algo_cls)
     vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
     tables = None
     if profile is not None and task is not None:
@@ -335,3 +352,27 @@ def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, a
         raise ConfigError(f"setting async_rho (FedAsync's proximal term) needs an algorithm whose local phase reads "
                           f"it; {algo_cls.name}'s does not: leave async_rho at 0")
     return p
+
+
+def check_transforms(cfg: RunConfig, algo_cls: type) -> None:
+    """`compress`, `compress_down` and the DP settings, before anything runs: known methods
+    and parameters (raycompo/compression/methods.py), keys the algorithm sends up (its
+    declared `contributions`; any key where it declares none) and DP values in range;
+    `--budget epsilon` only with DP. ConfigError otherwise."""
+    from raycompo.compression.keys import compressible
+    from raycompo.compression.methods import parse_method
+    from raycompo.compression.privacy import check_dp
+
+    declared = getattr(algo_cls, "contributions", {}) or {}
+    allowed = compressible(declared)
+    for key, text in (cfg.compress or {}).items():
+        parse_method(text, key)
+        if declared and key != "*" and key not in allowed:
+            raise ConfigError(f"--compress {key}={text}: algorithm {algo_cls.name} does not send {key!r} up; "
+                              f"its keys: {', '.join(allowed + ['*'])}")
+    for key, text in (cfg.compress_down or {}).items():
+        parse_method(text, key)
+    dp = check_dp(cfg.dp_clip, cfg.dp_noise, cfg.dp_delta)
+    if "epsilon" in (cfg.budget or {}) and dp is None:
+        raise ConfigError("budget epsilon needs client-level DP (--dp-clip C --dp-noise z): without it a run has no "
+                          "epsilon column")

@@ -8,7 +8,8 @@ A run's metrics.csv holds cumulative cost columns (the engine's ledger: `samples
   evaluations: the papers' sample complexity);
 * `values`: real values communicated, `values_up + values_down`;
 * `bytes`: bytes communicated, `bytes_up + bytes_down`;
-* `sim_time`: simulated seconds of the system profile (only with `--system`).
+* `sim_time`: simulated seconds of the system profile (only with `--system`);
+* `epsilon`: the privacy loss so far (only with client-level DP, `--dp-clip`; docs/compression.md).
 
 Like `costs`, this module imports nothing of raycompo: it sits at the bottom of the layers.
 Every column an axis sums is one of `costs.COST_COLUMNS`, the one list of the cost columns
@@ -26,6 +27,7 @@ COST_AXES: dict[str, tuple[str, ...]] = {
     "values": ("values_up", "values_down"),
     "bytes": ("bytes_up", "bytes_down"),
     "sim_time": ("sim_time",),
+    "epsilon": ("epsilon",),
 }
 """Axis name -> the metrics.csv columns whose sum it is (each one of `COST_COLUMNS`)."""
 
@@ -35,6 +37,7 @@ COST_LABELS = {
     "values": "real values communicated (up + down)",
     "bytes": "bytes communicated (up + down)",
     "sim_time": "simulated time (s)",
+    "epsilon": "privacy loss epsilon (client-level DP)",
 }
 """Axis name -> a figure's axis label."""
 
@@ -49,6 +52,8 @@ def where_from(axis: str) -> str:
     """Which runs have the columns of `axis`, for error messages."""
     if axis == "sim_time":
         return "a run has the column sim_time only with a simulated system (--system PROFILE)"
+    if axis == "epsilon":
+        return "a run has the column epsilon only with client-level DP (--dp-clip C --dp-noise z)"
     return (f"the columns {' and '.join(COST_AXES[axis])} are counted by raycompo's cost ledger in every run "
             "since it was added; a run written before has none")
 

@@ -26,10 +26,14 @@ SYSTEM_COLUMNS = ("sim_time", "dropped", "wasted_s")
 docs/system.md): cumulative simulated seconds, clients selected but not used this round,
 cumulative device-seconds of work thrown away."""
 
-COST_COLUMNS = LEDGER_COLUMNS + SYSTEM_COLUMNS
+PRIVACY_COLUMNS = ("epsilon",)
+"""Client-level DP's column of metrics.csv, last (only with --dp-clip; docs/compression.md):
+the cumulative privacy loss epsilon at --dp-delta."""
+
+COST_COLUMNS = LEDGER_COLUMNS + SYSTEM_COLUMNS + PRIVACY_COLUMNS
 """Every cost column a row may hold: what a budget, a cost axis or a plot may name."""
 
-CUMULATIVE_COLUMNS = LEDGER_COLUMNS + ("sim_time",)
+CUMULATIVE_COLUMNS = LEDGER_COLUMNS + ("sim_time", "epsilon")
 """The cost columns that only grow over a run: those a budget may limit."""
 
 

@@ -367,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--x", default="round", choices=tuple(X_LABELS),
                    help="the x axis: round (default), wall_time (seconds), or a cost: samples (samples drawn), "
                         "values (values_up + values_down: real values communicated), bytes (bytes_up + bytes_down), "
-                        "sim_time (simulated seconds; runs with --system)")
+                        "sim_time (simulated seconds; runs with --system), epsilon (privacy loss; runs with --dp-clip)")
     p.add_argument("--out", default="fig.png", help="the figure's file (.png, .pdf, .svg; default fig.png)")
     p.add_argument("--title", default=None)
     p.add_argument("--all-trials", action="store_true", help="a sweep: every setting, not the best per algorithm")

@@ -276,7 +276,7 @@ def budget_reached(stored: dict[str, Any], budget: dict[str, float] | None = Non
 
 
 DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "aggregation", "concurrency",
-            "buffer")
+            "buffer", "compress", "compress_down", "dp_clip", "dp_noise", "dp_delta")
 """RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them."""
 
 

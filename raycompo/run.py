@@ -21,7 +21,7 @@ from typing import Any
 
 from raycompo.budget import BUDGET_KEYS, parse_budget
 from raycompo.config import BACKENDS, RunConfig, resolve
-from raycompo.errors import RaycompoError
+from raycompo.errors import ConfigError, RaycompoError
 from raycompo.settings import parse_sets
 from raycompo.trackers import TRACKERS
 
@@ -69,7 +69,17 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="arrivals applied per server step (buffered; default min(10, C))")
     p.add_argument("--budget", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="end the run (completed) at the first round whose cumulative cost reaches VALUE; "
-                        "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system)")
+                        "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system, epsilon with --dp-clip)")
+    p.add_argument("--compress", nargs="+", action="extend", default=[], metavar="KEY=METHOD[:PARAM]",
+                   help="compress what clients send up, by contribution key (see --list) or *: qsgd:S, topk:K, randk:K, "
+                        "sign (K < 1 a fraction); bytes_up counts the encoded size (docs/compression.md)")
+    p.add_argument("--compress-down", nargs="+", action="extend", default=[], metavar="KEY=METHOD[:PARAM]",
+                   help="compress what the server sends down, by payload key or *")
+    p.add_argument("--dp-clip", type=float, default=None, metavar="C",
+                   help="client-level DP (DP-FedAvg): clip each client's contribution, all keys sent up, to L2 norm C")
+    p.add_argument("--dp-noise", type=float, default=None, metavar="Z",
+                   help="DP noise multiplier z: N(0, z^2 C^2) added to the server's sums; adds the column epsilon")
+    p.add_argument("--dp-delta", type=float, default=1e-5, metavar="DELTA", help="delta of the reported epsilon (default 1e-5)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")
 
@@ -82,7 +92,22 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
         vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, budget=parse_budget(args.budget),
         system=args.system, aggregation=args.aggregation, concurrency=args.concurrency, buffer=args.buffer,
+        compress=parse_compress(args.compress, "--compress"),
+        compress_down=parse_compress(args.compress_down, "--compress-down"), dp_clip=args.dp_clip,
+        dp_noise=args.dp_noise, dp_delta=args.dp_delta,
     )
+
+
+def parse_compress(items: list[str], option: str) -> dict[str, str]:
+    """`['nw=topk:0.01', 'u=qsgd:4']` -> {'nw': 'topk:0.01', 'u': 'qsgd:4'} (checked further by
+    `config.check_transforms`); ConfigError for an item that is not KEY=METHOD."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, method = item.partition("=")
+        if not sep or not key.strip() or not method.strip():
+            raise ConfigError(f"{option} expects KEY=METHOD[:PARAM] (e.g. '*=topk:0.01', 'u=qsgd:4'), got {item!r}")
+        out[key.strip()] = method.strip()
+    return out
 
 
 def headline(metric: str, row: dict[str, Any]) -> str:
@@ -144,6 +169,11 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
                 else:
                     shown = repr(default)
                 lines.append(f"      {f.name} = {shown}  {docs.get(f.name, '')}")
+            sent = getattr(cls, "contributions", None)
+            if kind == "algorithm" and sent:  # what --compress and --dp-clip act on
+                lines.append("      sends up (--compress KEY): " + "; ".join(
+                    f"{phase}: " + ", ".join(f"{key} ({s.describe()})" for key, s in keys.items())
+                    for phase, keys in sent.items()))
     from raycompo.system import PROFILES
 
     lines.append("system profiles (--system NAME, or a YAML file; docs/system.md):")
@@ -290,6 +320,8 @@ RESUME_CHANGES = {
     "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
     "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system",
     "aggregation": "aggregation", "concurrency": "concurrency", "buffer": "buffer",
+    "compress": "compress", "compress_down": "compress_down", "dp_clip": "dp_clip", "dp_noise": "dp_noise",
+    "dp_delta": "dp_delta",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""
@@ -306,7 +338,8 @@ def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig,
     if "out" in given and args.out != args.resume:
         raise RaycompoError(f"--resume {args.resume} writes into {args.resume}; to start a new run in {args.out}, "
                             "leave out --resume")
-    parsers = {"sets": parse_sets, "budget": parse_budget}
+    parsers = {"sets": parse_sets, "budget": parse_budget, "compress": lambda v: parse_compress(v, "--compress"),
+               "compress_down": lambda v: parse_compress(v, "--compress-down")}
     changes = {field: (parsers[dest](getattr(args, dest)) if dest in parsers else getattr(args, dest))
                for dest, field in RESUME_CHANGES.items() if dest in given}
     cfg = resumed_config(args.resume, rounds=args.rounds if "rounds" in given else None, changes=changes)

@@ -21,6 +21,11 @@ synthetic task: a client's data never depends on which other clients are built."
 SYSTEM = 6
 """The simulated system's draws (raycompo/system/): devices, availability, candidates for a
 cohort, keyed by (seed, SYSTEM, purpose, client or round, ...)."""
+COMPRESS = 7
+"""A contribution's compression draws (raycompo/compression/: QSGD's levels, rand-k's
+entries), keyed by (seed, COMPRESS, client, round, exchange of the round, key)."""
+PRIVACY = 8
+"""The DP mechanism's Gaussian noise, keyed by (seed, PRIVACY, round, exchange, key)."""
 
 
 _M64 = (1 << 64) - 1

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import torch
 
+from raycompo.compression.keys import Sent
 from raycompo.errors import ConfigError
 from raycompo.settings import require
 from raycompo.tasks.base import ClientData, Task
@@ -145,6 +146,11 @@ class Algorithm:
     Settings: ClassVar[type] = LocalSettings
     requires: ClassVar[frozenset[str]] = frozenset({"classification"})
     """Task capabilities this algorithm needs (`Task.capabilities`)."""
+    contributions: ClassVar[dict[str, dict[str, Sent]]] = {}
+    """Client phase -> {contribution key: how it travels} (raycompo/compression/keys.py:
+    `VALUE`, `update(of, weight)`, `WEIGHT`): what a client sends up, for `--compress`,
+    client-level DP and `--list`. Empty: not declared (every key then travels as a value,
+    and `--compress` cannot check a key's name before the run)."""
     phases: ClassVar[dict[str, str]] = {}
     """Client phase name -> method name, collected from `@client_phase` declarations."""
     batched_phases: ClassVar[dict[str, str]] = {}

@@ -38,6 +38,7 @@ import torch
 
 from raycompo.algorithms.base import Algorithm, Buffered, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import VALUE, WEIGHT, update
 from raycompo.problems import KLDRO, compositional_gradient
 from raycompo.settings import require
 
@@ -72,6 +73,8 @@ class ComFedLSettings(LocalSettings):
 class ComFedL(Algorithm):
     name = "comfedl"
     Settings = ComFedLSettings
+    contributions = {"robust_value": {"f": VALUE}, "local": {"w": update("w"), "count": WEIGHT}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def __init__(self, settings, task):
         super().__init__(settings, task)

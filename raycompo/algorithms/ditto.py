@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.algorithms.personalized import average_local_models
+from raycompo.compression.keys import WEIGHT, update
 from raycompo.settings import require
 
 
@@ -50,6 +51,8 @@ class DittoSettings(LocalSettings):
 class Ditto(Algorithm):
     name = "ditto"
     Settings = DittoSettings
+    contributions = {"local": {"w": update("w"), "count": WEIGHT}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
         return average_local_models(ctx, self.s, w), state

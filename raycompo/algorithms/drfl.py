@@ -19,6 +19,7 @@ import torch
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import VALUE, WEIGHT, update
 from raycompo.settings import require
 
 
@@ -45,6 +46,8 @@ class DRFLSettings(LocalSettings):
 class DRFL(Algorithm):
     name = "drfl"
     Settings = DRFLSettings
+    contributions = {"local": {"w": update("w"), "w_snap": update("w"), "count": WEIGHT}, "loss": {"loss": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def init_server_state(self, w0, n_clients):
         return {"lambda": torch.full((n_clients,), 1.0 / n_clients, dtype=torch.float64)}

@@ -42,6 +42,7 @@ import torch
 from raycompo.algorithms.base import client_phase, grad_of
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import VALUE
 from raycompo.settings import require
 
 GEOMETRIES = ("objective", "cvar")
@@ -105,6 +106,8 @@ class FastDRO(GlobalCOAlgorithm):
     name = "fastdro"
     Settings = FastDROSettings
     requires = frozenset({"sample_losses"})
+    contributions = {"losses": {"l": VALUE}, "grad": {"g": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def weights(self, losses: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(q over the pooled batch, scale of sum q_i grad l_i)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from raycompo.algorithms.base import Algorithm, Buffered, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.algorithms.personalized import adapted_metrics
+from raycompo.compression.keys import WEIGHT, update
 from raycompo.settings import require
 
 
@@ -34,6 +35,8 @@ class FedAvgSettings(LocalSettings):
 class FedAvg(Algorithm):
     name = "fedavg"
     Settings = FedAvgSettings
+    contributions = {"local": {"nw": update("w", weight="n"), "n": WEIGHT}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
         cohort = ctx.sample(self.s.cohort_size(ctx.n_clients))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from raycompo.algorithms.base import Buffered, client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import VALUE, update
 from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
 from raycompo.settings import require
@@ -44,6 +45,8 @@ class FedAvgCOSettings(GlobalCOSettings):
 class FedAvgCO(GlobalCOAlgorithm):
     name = "fedavg-co"
     Settings = FedAvgCOSettings
+    contributions = {"inner": {"y": VALUE}, "local": {"x": update("w")}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     @classmethod
     def asynchronous(cls, settings):

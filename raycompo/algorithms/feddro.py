@@ -41,6 +41,7 @@ import torch
 from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import VALUE
 from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
 from raycompo.settings import require
@@ -60,6 +61,8 @@ class FedDROSettings(GlobalCOSettings):
 class FedDRO(GlobalCOAlgorithm):
     name = "feddro"
     Settings = FedDROSettings
+    contributions = {"start": {"y": VALUE}, "step": {"y": VALUE, "x": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     @classmethod
     def asynchronous(cls, settings):

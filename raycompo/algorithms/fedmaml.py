@@ -21,6 +21,7 @@ from torch.func import grad, vjp
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.personalized import AdaptedEvaluation, MamlFields, average_local_models
+from raycompo.compression.keys import WEIGHT, update
 
 
 @dataclass
@@ -34,6 +35,8 @@ class FedMamlSettings(MamlFields, LocalSettings):
 class FedMaml(AdaptedEvaluation, Algorithm):
     name = "fedmaml"
     Settings = FedMamlSettings
+    contributions = {"local": {"w": update("w"), "count": WEIGHT}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
         return average_local_models(ctx, self.s, w), state

@@ -34,6 +34,7 @@ import torch
 
 from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.compression.keys import VALUE
 from raycompo.problems.global_composition import direction
 from raycompo.settings import require
 
@@ -55,6 +56,8 @@ class GCIVRSettings(GlobalCOSettings):
 class GCIVR(GlobalCOAlgorithm):
     name = "gcivr"
     Settings = GCIVRSettings
+    contributions = {"checkpoint": {"g": VALUE, "jac": VALUE, "gh": VALUE}, "correction": {"g": VALUE, "jac": VALUE, "gh": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))

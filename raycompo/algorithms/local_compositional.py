@@ -37,6 +37,7 @@ import torch
 
 from raycompo.algorithms.base import Algorithm, Buffered, client_phase
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import WEIGHT, update
 from raycompo.errors import ConfigError
 from raycompo.problems import maml_batched
 from raycompo.problems.maml import meta_batch_vjp
@@ -113,6 +114,8 @@ def moving_average(old: torch.Tensor | None, new: torch.Tensor, weight: float) -
 
 class LocalCompositional(Algorithm):
     """Base of the four variants: a subclass sets `name`, `Settings` and `recurrence`."""
+    contributions = {"local": {"x": update("w"), "m": update("m"), "u": update("u"), "count": WEIGHT}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     Settings: ClassVar[type] = LocalCompositionalSettings
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import VALUE
 from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
 
@@ -22,6 +23,8 @@ from raycompo.problems.global_composition import direction
 class MBSGDCO(GlobalCOAlgorithm):
     name = "mbsgd-co"
     Settings = GlobalCOSettings
+    contributions = {"grad": {"g": VALUE, "jac": VALUE, "gh": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))

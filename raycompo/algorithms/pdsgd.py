@@ -33,6 +33,7 @@ import torch
 from raycompo.algorithms.base import client_phase, grad_of
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import VALUE
 from raycompo.settings import require
 
 
@@ -52,6 +53,8 @@ class PDSGD(GlobalCOAlgorithm):
     name = "pdsgd"
     Settings = PDSGDSettings
     requires = frozenset({"sample_losses"})
+    contributions = {"log_mass": {"lse": VALUE}, "step": {"g": VALUE, "lse": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))

@@ -19,6 +19,7 @@ import torch
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.compression.keys import VALUE
 from raycompo.problems.oracle import on_row
 from raycompo.settings import require
 
@@ -36,6 +37,8 @@ class QFedAvgSettings(LocalSettings):
 class QFedAvg(Algorithm):
     name = "qfedavg"
     Settings = QFedAvgSettings
+    contributions = {"local": {"delta": VALUE, "h": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
         cohort = ctx.sample(self.s.cohort_size(ctx.n_clients))

@@ -25,6 +25,7 @@ import torch
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase
 from raycompo.algorithms.drfl import project_simplex
 from raycompo.algorithms.personalized import AdaptedEvaluation, MamlFields, maml_local
+from raycompo.compression.keys import VALUE, WEIGHT, update
 from raycompo.problems.maml import MAML
 from raycompo.settings import require
 
@@ -44,6 +45,8 @@ class TrMamlSettings(MamlFields, LocalSettings):
 class TrMaml(AdaptedEvaluation, Algorithm):
     name = "tr-maml"
     Settings = TrMamlSettings
+    contributions = {"local": {"pw": update("w", weight="p"), "p": WEIGHT, "losses": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def __init__(self, settings, task):
         super().__init__(settings, task)

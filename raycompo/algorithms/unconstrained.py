@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from raycompo.algorithms.base import client_phase, grad_of
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
+from raycompo.compression.keys import VALUE
 
 
 class Unconstrained(GlobalCOAlgorithm):
     name = "unconstrained"
     Settings = GlobalCOSettings
+    contributions = {"grad": {"g": VALUE}}
+    """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))

@@ -26,6 +26,8 @@
                K = 10^3, 10^4 of 10^6 clients
   system       the simulated system per cohort of 100 at 10^7 clients beside the engine's own draw,
                and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
+  compress     FedAvg's batched logistic-784 round with top-k, QSGD, sign, rand-k and DP beside
+               the uncompressed round (target: top-k and QSGD within 1.3x)
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -49,6 +51,7 @@ BENCHMARKS: dict[str, str] = {
     "per_client": "raycompo.bench.per_client",
     "async": "raycompo.bench.asynchronous",
     "system": "raycompo.bench.system",
+    "compress": "raycompo.bench.compress",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

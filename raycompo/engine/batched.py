@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.cohort import CohortBatch
+from raycompo.compression.uplink import split_residuals, with_residuals
 from raycompo.engine.ledger import MemberCosts, count_values, samples_read
 from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 from raycompo.problems.oracle import metering
@@ -147,19 +148,33 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     if not items:
         return result
     gathered = gather_bytes(host, phase, items)
+    uplink = getattr(host, "uplink", None) if costs is not None else None  # a server round's exchanges only
     for chunk in chunks(host, phase, items):
         ctxs = [host.context(cid, round_) for cid, _ in chunk]
         states = host.states_of(ctxs)
+        residuals: list[dict[str, Any]] = []
+        if uplink is not None:
+            states, residuals = map(list, zip(*(split_residuals(st) for st in states)))  # type: ignore[assignment]
+        read = [samples_read(c.data) for c in ctxs] if costs is not None else []
+        calls = [0] * len(chunk)
         if costs is None:
             out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gathered), states, payload)
         else:
-            read = [samples_read(c.data) for c in ctxs]
             with metering(len(chunk)) as meter:
                 out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gathered), states, payload)
-            for (cid, mult), c, before, calls, sizes in zip(chunk, ctxs, read, meter.calls, member_sizes(out, len(chunk))):
-                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes, calls * mult)
+            calls = list(meter.calls)
         if len(new_states) != len(chunk):
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
+        encoded: dict[str, list[int]] = {}
+        if uplink is not None:  # the chunk's contributions compressed and clipped as one batch (engine/transforms.py)
+            members = [(cid, host.exchange_number(cid, round_)) for cid, _ in chunk]
+            out, residuals, encoded = uplink.apply(phase, round_, members, out, payload, residuals, batched=True)
+            new_states = [with_residuals(st, res) for st, res in zip(new_states, residuals)]
+        if costs is not None:
+            for i, ((cid, mult), c, before, sizes) in enumerate(zip(chunk, ctxs, read, member_sizes(out, len(chunk)))):
+                if encoded:
+                    sizes = {**sizes, **{key: (sizes[key][0], size[i]) for key, size in encoded.items()}}
+                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes, calls[i] * mult)
         for (cid, _), st in zip(chunk, new_states):
             host.keep_state(cid, st)
         if reduce:

@@ -27,6 +27,7 @@ from raycompo.costs import ExchangeCost
 from raycompo.engine.asynchronous import AsyncServer
 from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.pools import Pool, make_pool
+from raycompo.engine.transforms import Transforms
 from raycompo.errors import ConfigError
 from raycompo.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
 from raycompo.seeding import SERVER, generator
@@ -111,9 +112,17 @@ class RoundCtx:
         pool = self._pool(phase)
         if not self.counted:
             return pool.map(phase, self.round, counts, payload, reduce)
-        result, members = pool.map(phase, self.round, counts, payload, reduce, count=True)
         ledger = self.fed.ledger
-        cost = exchange_cost(self.round + 1, phase, ledger.next_index(self.round + 1), counts, payload, members)
+        index = ledger.next_index(self.round + 1)
+        transforms = self.fed.transforms  # compression, DP (engine/transforms.py); None without
+        encoded: dict[str, int] = {}
+        if transforms is not None:
+            payload, encoded = transforms.payload(phase, self.round, index, payload)
+        result, members = pool.map(phase, self.round, counts, payload, reduce, count=True)
+        cost = exchange_cost(self.round + 1, phase, index, counts, payload, members)
+        if transforms is not None:
+            transforms.recount_down(cost, encoded)
+            result = transforms.noise(phase, self.round, index, result, reduce, len(counts))
         ledger.record(cost)
         for listener in self.fed.exchange_listeners:
             listener(cost)
@@ -178,6 +187,9 @@ class Federation:
         {client id: its device and how often it was drawn, online, selected, dropped since
         the previous evaluation} for the clients asked (O(asked)); None without."""
         self.exchange_listeners.append(self.system.on_exchange)
+        self.transforms = Transforms.make(r, self.n_clients, self.algorithm, self.w.numel())
+        """The driver's payload transforms (engine/transforms.py): --compress-down, the DP
+        noise and accountant (the column epsilon); None without --compress / --dp-clip."""
         self.stop_checks: list[Callable[[dict[str, Any]], str | None]] = []
         """Each sees a round's cost columns (`cost_columns`) once it ended; the first reason
         it returns ends the run there, status 'completed' (e.g. the config's budget)."""
@@ -246,6 +258,8 @@ class Federation:
         cols = {**self.ledger.columns(), **self.system.columns()}
         if self.asynchronous is not None:  # staleness_mean, staleness_max, in_flight
             cols.update(self.asynchronous.columns())
+        if self.transforms is not None:
+            cols.update(self.transforms.columns())
         return cols
 
     def run_round(self) -> dict[str, Any]:
@@ -258,6 +272,8 @@ class Federation:
             self.system.end_round()
         self.round += 1
         self.ledger.close_round(self.round)
+        if self.transforms is not None:
+            self.transforms.close_round(self.round)
         round_time = time.perf_counter() - t0
         self.elapsed += round_time
         costs = self.cost_columns()
@@ -323,6 +339,7 @@ class Federation:
             "ledger": self.ledger.state(),
             "system": self.system.state(),
             **({"asynchronous": self.asynchronous.state()} if self.asynchronous is not None else {}),
+            **({"transforms": self.transforms.state()} if self.transforms is not None else {}),
         }
 
     def restore(self, ckpt: dict[str, Any]) -> None:
@@ -339,6 +356,8 @@ class Federation:
         self.system.load(ckpt.get("system"))  # the same clock goes on
         if self.asynchronous is not None and ckpt.get("asynchronous") is not None:  # clients in flight go on
             self.asynchronous.load(ckpt["asynchronous"])
+        if self.transforms is not None and ckpt.get("transforms") is not None:  # server residuals, accountant
+            self.transforms.load(ckpt["transforms"], self.round)
         self.pool.load_client_states(ckpt["client_states"])
 
     def close(self) -> None:

@@ -20,12 +20,14 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.base import Algorithm, State
+from raycompo.compression.uplink import Uplink, split_residuals, with_residuals
 from raycompo.config import Resolved
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.ledger import MemberCosts, count_by_key, samples_read
 from raycompo.engine.state_store import StateStore
+from raycompo.engine.transforms import make_uplink
 from raycompo.engine.uncounted import UncountedReads
 from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 from raycompo.problems.oracle import metering
@@ -141,6 +143,19 @@ class Host:
         self.states = StateStore(state_budget_bytes, os.environ.get("RAYCOMPO_SPILL_DIR"), device=self.device)
         self.scratch: dict[int, dict[str, Any]] = {}
         self.scratch_round = -1
+        # What clients send up on its way (compression, DP clipping; engine/transforms.py).
+        self.uplink: Uplink | None = make_uplink(r, self.algorithm)
+        self._exchanges: dict[int, int] = {}
+        self._exchanges_round = -1
+
+    def exchange_number(self, cid: int, round_: int) -> int:
+        """Client cid's count of transformed exchanges before this one in round `round_`
+        (a key of its compression draws: FedDRO's I + 1 exchanges draw apart)."""
+        if round_ != self._exchanges_round:
+            self._exchanges, self._exchanges_round = {}, round_
+        n = self._exchanges.get(cid, 0)
+        self._exchanges[cid] = n + 1
+        return n
 
     def context(self, cid: int, round_: int) -> ClientCtx:
         if round_ != self.scratch_round:  # scratch lives for one round
@@ -188,18 +203,29 @@ class Host:
             self.busy_seconds += time.perf_counter() - t0
             return (batched, costs) if count else batched
         result: dict[Any, Any] = {}
+        uplink = self.uplink if count else None  # a server round's exchanges only
         for cid, mult in items:
             c = self.context(cid, round_)
+            read = samples_read(c.data) if costs is not None else 0
+            state, residuals = split_residuals(self.state(c)) if uplink else (self.state(c), {})
+            calls = 0
             if costs is None:
-                out, new_state = run_phase(c, self.state(c), payload)
+                out, new_state = run_phase(c, state, payload)
             else:
-                read = samples_read(c.data)
                 with metering() as meter:
-                    out, new_state = run_phase(c, self.state(c), payload)
+                    out, new_state = run_phase(c, state, payload)
                 read = samples_read(c.data) - read
-                self.uncounted.check(phase, read, meter.total)
-                # the contribution as sent, before the float64 pre-reduction
-                costs.add(cid, mult, read * mult, count_by_key(out), meter.total * mult)
+                calls = meter.total
+                self.uncounted.check(phase, read, calls)
+            encoded: dict[str, list[int]] = {}
+            if uplink is not None:  # compressed, clipped: what the server decodes
+                out, (residuals,), encoded = uplink.apply(phase, round_, [(cid, self.exchange_number(cid, round_))],
+                                                          out, payload, [residuals], batched=False)
+                new_state = with_residuals(new_state, residuals)
+            if costs is not None:  # the contribution as sent, before the float64 pre-reduction
+                sizes = count_by_key(out)
+                sizes.update({key: (sizes[key][0], size) for key, (size,) in encoded.items()})
+                costs.add(cid, mult, read * mult, sizes, calls * mult)
             self.keep_state(cid, new_state)
             if reduce:
                 add_into(result, out, float(mult))

@@ -524,3 +524,82 @@ register(Claim(
     "model: twice Local-BSGD's values a client update, so half the updates). The figure's x axis is simulated "
     "time for both groups.",
 ))
+
+
+# --- Compression and client-level DP (issue 34): payload transforms, docs/compression.md ------
+
+TOPK, QSGD = {"compress": {"*": "topk:0.01"}}, {"compress": {"*": "qsgd:4"}}
+# bytes_up of 200 rounds of FedAvg's 10 clients, compressed: per client and round, top-k's
+# ceil(78 (32 + 13) / 8) = 439 bytes of nw, QSGD's ceil((32 + 7850 * 4) / 8) = 3929, plus n's 8
+TOPK_BYTES, QSGD_BYTES = 200 * 10 * (439 + 8), 200 * 10 * (3929 + 8)
+
+register(Claim(
+    name="compress-fedavg",
+    source="Stich et al. 2018 (sparsified SGD with memory), Karimireddy et al. 2019 (error feedback), "
+    "Alistarh et al. 2017 (QSGD): compressed updates lose little accuracy at a large saving",
+    title="FedAvg with top-k (error feedback) and QSGD against uncompressed FedAvg, at equal bytes_up",
+    task="dro-mnist5k", rounds=200, eval_every=5, x_axis="bytes",
+    variants=(
+        V("fedavg", "fedavg"),
+        V("topk", "fedavg", transforms=TOPK),
+        V("qsgd", "fedavg", transforms=QSGD),
+        V("fedavg-at-topk-bytes", "fedavg", budget={"bytes_up": TOPK_BYTES}),
+        V("fedavg-at-qsgd-bytes", "fedavg", budget={"bytes_up": QSGD_BYTES}),
+    ),
+    metrics=("val_acc", "val_acc_worst", "bytes_up", "bytes"),
+    panels=(Panel("val_acc", "average validation accuracy"), Panel("val_acc_worst", "worst-client validation accuracy")),
+    paper_says="at the same rounds, top-k 1% with error feedback and 4-level QSGD stay close to uncompressed FedAvg "
+    "(70x and 8x fewer bytes up); at the same bytes up they beat it",
+    checks=(Close("val_acc", "topk", "fedavg", 0.03), Close("val_acc", "qsgd", "fedavg", 0.03),
+            Better("val_acc", "topk", ("fedavg-at-topk-bytes",)), Better("val_acc", "qsgd", ("fedavg-at-qsgd-bytes",))),
+    tiny=DRO_TINY,
+    notes="The fedavg-at-*-bytes runs stop (--budget bytes_up) at the bytes the compressed runs send in 200 rounds.",
+))
+
+register(Claim(
+    name="compress-scgdm-inner",
+    source="(our question, issue 34) Local-SCGDM section 5.1's sinusoid regression with compressed exchanges",
+    title="Local-SCGDM: compressing only the model x, or also the momentum m and the inner estimate u",
+    variants=(
+        V("none", "local-scgdm", x_scale=P, per_task_state=False),
+        V("x", "local-scgdm", x_scale=P, per_task_state=False, transforms={"compress": {"x": "topk:0.1"}}),
+        V("x-m-u", "local-scgdm", x_scale=P, per_task_state=False, transforms={"compress": {"*": "topk:0.1"}}),
+        V("x-m-u-qsgd", "local-scgdm", x_scale=P, per_task_state=False, transforms={"compress": {"*": "qsgd:16"}}),
+    ),
+    task="maml-sinusoid", rounds=200, eval_every=10, tiny=SINE_TINY, x_label="local iteration", x_axis="bytes",
+    metrics=("val_loss", "train_loss", "bytes", "reach:bytes:val_loss<3.25"),
+    panels=LOSS_PANELS,
+    paper_says="(our hypothesis) compressing the inner estimate u and the momentum m too, with error feedback, "
+    "does not break convergence, and reaches the loss target with fewer bytes",
+    checks=(Close("val_loss", "x-m-u", "x", 0.1),
+            Better("reach:bytes:val_loss<3.25", "x-m-u", ("x", "none"), mode="min")),
+    notes="Shared u (per_task_state=False), so that u and m travel each round; top-k 10% with error feedback, "
+    "and 16-level QSGD (unbiased, no feedback) on all three.",
+))
+
+DP = {"dp_clip": 0.5, "dp_delta": 1e-5}
+
+register(Claim(
+    name="dp-dro",
+    source="(our question, issue 34) DP-FedAvg (McMahan et al. 2018) on ComFedL's imbalanced MNIST (section 5.1)",
+    title="Client-level DP: mean and worst-client accuracy of FedAvg and ComFedL against epsilon",
+    task="dro-mnist5k", rounds=100, eval_every=5,
+    variants=(
+        V("fedavg", "fedavg"),
+        V("fedavg-z0.5", "fedavg", transforms={**DP, "dp_noise": 0.5}),
+        V("fedavg-z2", "fedavg", transforms={**DP, "dp_noise": 2.0}),
+        V("comfedl", "comfedl", gamma=1),
+        V("comfedl-z0.5", "comfedl", gamma=1, transforms={**DP, "dp_noise": 0.5}),
+        V("comfedl-z2", "comfedl", gamma=1, transforms={**DP, "dp_noise": 2.0}),
+    ),
+    metrics=("val_acc", "val_acc_worst", "epsilon"),
+    panels=(Panel("val_acc", "average validation accuracy"), Panel("val_acc_worst", "worst-client validation accuracy")),
+    paper_says="(our question) DP costs the worst client more than the mean, and the DRO objective (ComFedL) keeps "
+    "a better worst client than FedAvg at the same epsilon",
+    checks=(Better("val_acc_worst", "comfedl-z0.5", ("fedavg-z0.5",)), Better("val_acc_worst", "comfedl-z2", ("fedavg-z2",))),
+    tiny=DRO_TINY,
+    notes="All 10 clients each round (q = 1: no amplification by sampling), C = 0.5; epsilon at delta 1e-5 "
+    "from dp-accounting (docs/compression.md). ComFedL at gamma 1 with the paper's normalizer: with "
+    "normalizer=lse its exchanged loss values f_i(w) (about 2.3) are clipped to C and noised, the log-mean-exp "
+    "normalizer is then far below the losses and the first step diverges. The gap mean - worst is read from the table.",
+))

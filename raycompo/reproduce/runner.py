@@ -125,7 +125,8 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         settings = {**base_settings, **applicable(extra or {}, task, v.algo), **v.settings}
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=r, seed=seed, settings=settings, backend="inline",
-                            eval_every=ev, data_dir=data_dir, system=v.system, budget=dict(v.budget), **v.run)
+                            eval_every=ev, data_dir=data_dir, system=v.system, budget=dict(v.budget), **v.run,
+                            **v.transforms)
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     for v in extras:
         unknown = set(v.settings) - set(applicable(v.settings, task, v.algo))
@@ -165,6 +166,13 @@ def command(job: Job) -> str:
         parts += ["--budget"] + [f"{k}={x:g}" for k, x in c.budget.items()]
     for key, value in job.variant.run.items():  # --aggregation buffered --concurrency 10 --buffer 5
         parts += [f"--{key.replace('_', '-')}", str(value)]
+    for option, spec in (("--compress", c.compress), ("--compress-down", c.compress_down)):
+        if spec:
+            parts += [option] + [f"{k}={m}" for k, m in spec.items()]
+    if c.dp_clip is not None:
+        parts += ["--dp-clip", f"{c.dp_clip:g}", "--dp-delta", f"{c.dp_delta:g}"]
+        if c.dp_noise is not None:
+            parts += ["--dp-noise", f"{c.dp_noise:g}"]
     if c.settings:
         parts += ["--set"] + [f"{k}={'none' if v is None else v}" for k, v in c.settings.items()]
     parts += ["--out", str(job.out), "--overwrite"]

@@ -45,12 +45,16 @@ class Variant:
     run: dict[str, Any] = field(default_factory=dict)
     """Other RunConfig keys of its runs (`RUN_KEYS`: `aggregation`, `concurrency`, `buffer`, ...),
     as `python -m raycompo.run --aggregation buffered --concurrency 10 --buffer 5` sets them."""
+    transforms: dict[str, Any] = field(default_factory=dict)
+    """Payload transforms of its runs, RunConfig fields (docs/compression.md): `compress`
+    ({key: method}), `compress_down`, `dp_clip`, `dp_noise`, `dp_delta`."""
 
     def described(self) -> str:
         """Its settings as the tables show them ('k=v ...', and the system when it has one)."""
         return " ".join([f"{k}={x}" for k, x in self.settings.items()] + ([f"system={self.system}"] if self.system else [])
                         + [f"{k}={x}" for k, x in self.run.items()]
-                        + [f"budget {k}={x:g}" for k, x in self.budget.items()])
+                        + [f"budget {k}={x:g}" for k, x in self.budget.items()]
+                        + [f"{k}={x}" for k, x in self.transforms.items()])
 
 
 CLAIM_OWNED = ("task", "algo", "rounds", "seed", "settings", "backend", "data_dir", "eval_every", "system", "budget",
@@ -70,17 +74,18 @@ def run_keys() -> tuple[str, ...]:
 
 def V(label: str, algo: str, *, group: str = "", rounds: int | None = None, eval_every: int | None = None,
       x_scale: float = 1.0, system: str | None = None, budget: dict[str, float] | None = None,
-      **settings: Any) -> Variant:
+      transforms: dict[str, Any] | None = None, **settings: Any) -> Variant:
     """One variant in one line: `V("comfedl-g1", "comfedl", gamma=1)`; `system=` a simulated
     system's profile (`V("fedavg-drop", "fedavg", system="mobile-fastest")`); `budget=` a cost
     budget (`V("tau5", "comfedl", tau=5, budget={"values_up": 2e4})`); a keyword that is a
     RunConfig field (`run_keys`: `aggregation`, `concurrency`, `buffer`, ...) sets that field
     (`V("fedbuff", "fedavg", system="mobile-sync", aggregation="buffered", concurrency=10, buffer=5)`),
-    any other a task or algorithm setting."""
+    any other a task or algorithm setting; `transforms=` compression and DP
+    (`V("topk", "fedavg", transforms={"compress": {"*": "topk:0.01"}})`)."""
     keys = run_keys()
     run = {k: settings.pop(k) for k in list(settings) if k in keys}
     return Variant(label, algo, dict(settings), group, rounds, eval_every, x_scale, system=system,
-                   budget=dict(budget or {}), run=run)
+                   budget=dict(budget or {}), run=run, transforms=dict(transforms or {}))
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,9 @@ in `run_keys()` (system, budget, and the engine's options such as an aggregation
 and concurrency C) sets that field of the trial's RunConfig; every other key is a task or
 algorithm setting. So an engine option is searched like any hyperparameter, and the trial's
 re-run command (trials.csv's `command`) carries it as the option of `python -m raycompo.run`.
+`compress`, `compress_down` (a string 'KEY=METHOD[,KEY=METHOD...]', or 'none'), `dp_clip`,
+`dp_noise` and `dp_delta` may be set and swept like settings: they become the trial's
+payload transforms (docs/compression.md), e.g. `fedavg: {compress: [none, "*=topk:0.01", "*=qsgd:4"]}`.
 `--search grid` runs the Cartesian product of the lists of each algorithm; `--search
 optuna` samples categorical choices over the same values.
 """
@@ -162,12 +165,39 @@ class Space:
         """The RunConfig of one trial (the same one `python -m raycompo.run` builds from its row):
         the space's RunConfig keys, then those of `settings` and of the point (`split_run_keys`)."""
         task = self.full_task if full else self.task
-        fields, settings = split_run_keys({**self.settings, **point})
+        settings, transforms = split_transforms({**self.settings, **point})
+        fields, settings = split_run_keys(settings)
         return RunConfig(
             task=task, algo=algo, rounds=rounds or self.rounds, seed=self.seed if seed is None else seed,
             settings=settings, backend=backend, eval_every=self.eval_every, data_dir=data_dir,
-            **{**self.run, **fields}, **engine,
+            **{**self.run, **fields, **transforms}, **engine,
         )
+
+
+TRANSFORM_KEYS = ("compress", "compress_down", "dp_clip", "dp_noise", "dp_delta")
+"""Keys of a space's settings or points that are RunConfig fields (payload transforms), not
+task or algorithm settings."""
+
+
+def split_transforms(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(task and algorithm settings, RunConfig transform fields) of a trial's values; a
+    compress value 'nw=topk:0.01,u=qsgd:4' becomes {'nw': 'topk:0.01', 'u': 'qsgd:4'} ('none'
+    or '': {})."""
+    settings = {k: v for k, v in values.items() if k not in TRANSFORM_KEYS}
+    fields: dict[str, Any] = {}
+    for key in TRANSFORM_KEYS:
+        if key not in values:
+            continue
+        value = values[key]
+        if key.startswith("compress"):
+            text = "" if value is None else str(value).strip()
+            pairs = [] if text.lower() in ("", "none") else [p.partition("=") for p in text.split(",")]
+            bad = [k + s + m for k, s, m in pairs if not s or not k.strip() or not m.strip()]
+            if bad:
+                raise ConfigError(f"{key} {value!r}: expected 'KEY=METHOD[:PARAM][,KEY=METHOD...]' or 'none'")
+            value = {k.strip(): m.strip() for k, _, m in pairs}
+        fields[key] = value
+    return settings, fields
 
 
 def _fail(where: str, msg: str) -> ConfigError:

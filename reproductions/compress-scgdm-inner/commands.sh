@@ -1,0 +1,15 @@
+#!/bin/sh
+# Every run of this claim, one per line (PYTHONPATH or an installed raycompo).
+set -e
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 0 --backend inline --threads 1 --quiet --eval-every 10 --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/none-s0 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 1 --backend inline --threads 1 --quiet --eval-every 10 --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/none-s1 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 2 --backend inline --threads 1 --quiet --eval-every 10 --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/none-s2 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 0 --backend inline --threads 1 --quiet --eval-every 10 --compress x=topk:0.1 --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-s0 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 1 --backend inline --threads 1 --quiet --eval-every 10 --compress x=topk:0.1 --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-s1 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 2 --backend inline --threads 1 --quiet --eval-every 10 --compress x=topk:0.1 --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-s2 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 0 --backend inline --threads 1 --quiet --eval-every 10 --compress '*=topk:0.1' --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-m-u-s0 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 1 --backend inline --threads 1 --quiet --eval-every 10 --compress '*=topk:0.1' --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-m-u-s1 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 2 --backend inline --threads 1 --quiet --eval-every 10 --compress '*=topk:0.1' --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-m-u-s2 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 0 --backend inline --threads 1 --quiet --eval-every 10 --compress '*=qsgd:16' --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-m-u-qsgd-s0 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 1 --backend inline --threads 1 --quiet --eval-every 10 --compress '*=qsgd:16' --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-m-u-qsgd-s1 --overwrite
+python -m raycompo.run --task maml-sinusoid --algo local-scgdm --rounds 200 --seed 2 --backend inline --threads 1 --quiet --eval-every 10 --compress '*=qsgd:16' --set per_task_state=False --out reproductions/compress-scgdm-inner/runs/x-m-u-qsgd-s2 --overwrite

@@ -1,0 +1,144 @@
+"""The compression methods and the DP mechanism's parts (raycompo/compression/), each
+against its paper's definition (issue 34's Definitions), computed here independently."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from raycompo.compression import Method, compress, parse_method, update
+from raycompo.compression.keys import WEIGHT
+from raycompo.compression.privacy import Accountant, DpSettings, check_dp, noised
+from raycompo.compression.uplink import Uplink
+from raycompo.errors import ConfigError
+from raycompo.seeding import generator
+
+
+def gens(n: int, tag: int = 0) -> list[torch.Generator]:
+    return [generator(0, 99, tag, i) for i in range(n)]
+
+
+def test_qsgd_is_unbiased_over_many_keyed_draws():
+    x = torch.randn(1, 40, generator=generator(1), dtype=torch.float64)
+    n, s = 20000, 2
+    q = compress(x.expand(n, -1).clone(), Method("qsgd", s), gens(n))
+    # every draw is ||x|| sign(x_i) l / s with l the floor of s|x_i|/||x|| or the next level
+    norm = x.norm()
+    low = (s * x.abs() / norm).floor()
+    levels = q.abs() * s / norm
+    assert torch.all(((levels - low).abs() < 1e-9) | ((levels - low - 1).abs() < 1e-9))
+    assert torch.all((q == 0) | (q.sign() == x.sign()))
+    # E Q(x) = x: each entry's std is at most ||x|| / s, so the mean is within 5 of those / sqrt(n)
+    tol = 5 * float(norm) / s / math.sqrt(n)
+    assert torch.all((q.mean(0) - x[0]).abs() < tol)
+    assert not torch.equal(q[0], q[1])  # the draws differ by key
+
+
+def test_topk_keeps_exactly_k_largest_and_randk_k_entries():
+    x = torch.randn(3, 50, generator=generator(2))
+    for param, k in ((7.0, 7), (0.1, 5), (0.001, 1)):  # a count, a fraction, at least one entry
+        out = compress(x, Method("topk", param))
+        assert (out != 0).sum(1).tolist() == [k] * 3
+        for row, full in zip(out, x):
+            kept = row.nonzero().flatten()
+            assert set(kept.tolist()) == set(full.abs().topk(k).indices.tolist())
+            assert torch.equal(row[kept], full[kept])  # values as they are
+        r = compress(x, Method("randk", param), gens(3))
+        assert (r != 0).sum(1).tolist() == [k] * 3 and torch.equal(r[r != 0], x[r != 0])  # unscaled
+
+
+def test_scaled_sign():
+    x = torch.tensor([[1.0, -3.0, 0.5, -0.5]])
+    assert torch.allclose(compress(x, Method("sign")), torch.tensor([[1.25, -1.25, 1.25, -1.25]]))
+
+
+def test_message_sizes_follow_the_definitions():
+    d = 1000
+    assert Method("qsgd", 4).bits(d) == 32 + d * (1 + 3)  # norm, sign bit, level 0..4 in 3 bits
+    assert Method("qsgd", 1).bits(d) == 32 + d * 2
+    assert Method("topk", 10).bits(d) == 10 * (32 + 10)  # ceil(log2 1000) = 10
+    assert Method("randk", 0.05).bits(d) == 50 * (32 + 10)
+    assert Method("sign").bits(d) == d + 32
+
+
+def test_error_feedback_residual_carries_what_was_not_sent():
+    uplink = Uplink({"g": Method("topk", 2)}, None, {}, seed=0)
+    e: dict = {}
+    for t in range(3):
+        x = torch.randn(1, 6, generator=generator(3, t))
+        out, (res,), encoded = uplink.apply("p", t, [(0, 0)], {"g": x[0]}, {}, [e], batched=False)
+        previous = e.get("p:g", torch.zeros(6))
+        torch.testing.assert_close(out["g"] + res["p:g"], x[0] + previous)  # sent + kept == input + previous
+        assert int((out["g"] != 0).sum()) == 2 and encoded == {"g": [math.ceil(2 * (32 + 3) / 8)]}
+        e = res
+
+
+def test_an_update_is_compressed_as_its_difference_and_clipped_with_weights_set_to_one():
+    w = torch.tensor([1.0, 1.0, 1.0])
+    local = torch.tensor([4.0, 5.0, 1.0])  # delta (3, 4, 0), norm 5
+    declared = {"local": {"nw": update("w", weight="n"), "n": WEIGHT}}
+    out, _, _ = Uplink({}, 1.0, declared, seed=0).apply(
+        "local", 0, [(0, 0)], {"nw": 2.0 * local, "n": 2.0}, {"w": w}, [{}], batched=False)
+    # delta clipped to norm 1: (0.6, 0.8, 0); the weight n is 1 (fixed denominator)
+    torch.testing.assert_close(out["nw"], w + torch.tensor([0.6, 0.8, 0.0]))
+    assert out["n"] == 1.0
+
+
+def test_noise_has_the_stated_variance():
+    sigma = 0.7
+    sums = {"g": torch.zeros(200_000, dtype=torch.float64), "n": 3.0}
+    out = noised(sums, sigma, {"g": generator(5), "n": generator(6)}, skip={"n"})
+    assert out["n"] == 3.0  # a weight is not noised
+    assert abs(float(out["g"].var()) / sigma**2 - 1) < 0.02 and abs(float(out["g"].mean())) < 0.01
+
+
+def test_accountant_matches_dp_accountings_documented_gaussian_value():
+    # dp-accounting's own test (rdp_privacy_accountant_test, test_compute_epsilon_delta_gaussian):
+    # the Gaussian mechanism with noise multiplier 4.530877117 is exactly (1, 1e-6)-DP.
+    # Here all n clients each round (q = 1) and sensitivity 2C (replace-one): z = 2 * 4.530877117.
+    acc = Accountant(10, DpSettings(clip=1.0, noise=2 * 4.530877117, delta=1e-6))
+    acc.exchange(1, 10)
+    acc.close_round(1)
+    assert acc.epsilon() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_accountant_composes_the_librarys_subsampled_events():
+    from dp_accounting import dp_event, rdp
+
+    n, m, z, delta, rounds = 100, 10, 1.1, 1e-5, 20
+    acc = Accountant(n, DpSettings(1.0, z, delta))
+    for r in range(1, rounds + 1):
+        acc.exchange(r, m)
+        acc.close_round(r)
+    lib = rdp.RdpAccountant(neighboring_relation=rdp.rdp_privacy_accountant.NeighborRel.REPLACE_ONE)
+    lib.compose(dp_event.SampledWithoutReplacementDpEvent(n, m, dp_event.GaussianDpEvent(z / 2)), rounds)
+    assert acc.epsilon() == pytest.approx(lib.get_epsilon(delta), rel=1e-9)
+    again = Accountant(n, DpSettings(1.0, z, delta))
+    again.load(acc.state(), rounds)  # a checkpoint's state rebuilds it
+    assert again.epsilon() == acc.epsilon()
+
+
+@pytest.mark.parametrize("text,match", [
+    ("topk:0", "K must be > 0"), ("randk:-1", "K must be > 0"), ("qsgd:0", "S must be an integer >= 1"),
+    ("qsgd:1.5", "S must be an integer"), ("zip", "unknown method"), ("topk", "needs a parameter"),
+    ("topk:2.5", "must be an integer"),
+])
+def test_bad_methods_are_one_line_errors(text, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_method(text, "nw")
+
+
+def test_bad_dp_settings():
+    with pytest.raises(ConfigError, match="--dp-clip C must be > 0"):
+        check_dp(0.0, 1.0, 1e-5)
+    with pytest.raises(ConfigError, match="--dp-noise z must be >= 0"):
+        check_dp(1.0, -0.1, 1e-5)
+    for delta in (0.0, 1.0, 2.0):
+        with pytest.raises(ConfigError, match=r"--dp-delta must be in \(0, 1\)"):
+            check_dp(1.0, 1.0, delta)
+    with pytest.raises(ConfigError, match="needs --dp-clip"):
+        check_dp(None, 1.0, 1e-5)
+    with pytest.raises(ConfigError, match="above the key's size"):
+        Method("topk", 20).check_size(10, "g")
