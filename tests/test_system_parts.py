@@ -15,7 +15,13 @@ import pytest
 import raycompo
 from raycompo.budget import BUDGET_KEYS, Budget
 from raycompo.cost_axes import COST_AXES
-from raycompo.costs import COST_COLUMNS, LEDGER_COLUMNS, SYSTEM_COLUMNS, ExchangeCost
+from raycompo.costs import (
+    COST_COLUMNS,
+    LEDGER_COLUMNS,
+    PRIVACY_COLUMNS,
+    SYSTEM_COLUMNS,
+    ExchangeCost,
+)
 from raycompo.engine import federation, ledger
 from raycompo.errors import ConfigError
 from raycompo.system import COLUMNS, PROFILES, NoSystem, System, SystemLike, clock, load_profile
@@ -85,7 +91,12 @@ def test_one_list_of_cost_columns_and_a_budget_never_silently_ignored():
     assert {c for cols in COST_AXES.values() for c in cols} <= set(COST_COLUMNS)
     fed = federation.Federation(raycompo.RunConfig(task="synthetic", algo="fedavg", backend="inline",
                                                    system="uniform", settings=FEDAVG), start=False)
-    assert set(BUDGET_KEYS) <= set(fed.cost_columns())  # every key a budget takes is a column of the rows
+    # every key a budget takes is a column of the rows (epsilon: of a run with client-level DP)
+    assert set(BUDGET_KEYS) - set(PRIVACY_COLUMNS) <= set(fed.cost_columns())
+    private = federation.Federation(raycompo.RunConfig(task="synthetic", algo="fedavg", backend="inline",
+                                                       system="uniform", settings=FEDAVG, dp_clip=1.0, dp_noise=1.0),
+                                    start=False)
+    assert set(BUDGET_KEYS) <= set(private.cost_columns())
     with pytest.raises(ConfigError, match="budget samples=5: the run's rows have no column 'samples'"):
         Budget({"samples": 5}).reached({"sample": 10, "exchanges": 1})  # a renamed column: an error, not a run
 
