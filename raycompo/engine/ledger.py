@@ -29,8 +29,7 @@ from typing import Any
 
 import torch
 
-from raycompo.costs import LEDGER_COLUMNS, ExchangeCost
-from raycompo.costs import BREAKDOWN_COLUMNS as BREAKDOWN_COLUMNS  # (named here before: re-exported)
+from raycompo.costs import BREAKDOWN_COLUMNS, LEDGER_COLUMNS, ExchangeCost
 
 NUMBER_BYTES = 8
 """Bytes of a Python number (bool, int, float) in a payload or contribution: 64 bits."""
