@@ -61,6 +61,8 @@ def run_arguments() -> dict[str, Arg]:
         "host_timeout": Arg(("number",), above=0), "data_dir": Arg(("path",), none=True),
         "threads": positive_int(none=True), "vectorize": Arg(("choice",), choices=tuple(VECTORIZE)),
         "vectorize_memory": Arg(("number",), above=0), "system": Arg(("path",), none=True),
+        "aggregation": Arg(("choice",), choices=("sync", "buffered", "async")),
+        "concurrency": positive_int(none=True), "buffer": positive_int(none=True),
         "on_row": Arg(("callable",), none=True),
         "progress": Arg(("bool", "choice"), choices=MODES),
         "tracker": Arg(("names",), choices=TRACKERS, none=True),
@@ -98,6 +100,9 @@ def run(
     vectorize: str = "auto",
     vectorize_memory: float = 512.0,
     system: str | Path | None = None,
+    aggregation: str = "sync",
+    concurrency: int | None = None,
+    buffer: int | None = None,
     budget: Mapping[str, float] | None = None,
     on_row: Callable[[Row], None] | None = None,
     progress: bool | str = False,
@@ -129,6 +134,12 @@ def run(
         'mobile-sync', 'mobile-fastest') or a YAML file path; cohorts are drawn among online
         clients and the rows gain sim_time, dropped and wasted_s (docs/system.md). None
         (default): no system.
+    aggregation: 'sync' (default), 'buffered' (FedBuff) or 'async' (FedAsync), as
+        --aggregation; the asynchronous ones need `system`, `rounds` then counts server
+        steps, and their settings (staleness, staleness_a, staleness_b, server_lr,
+        max_staleness, async_alpha, async_rho) go in `settings` (docs/system.md).
+    concurrency: C, clients in flight (None: the algorithm's cohort size); buffer: K,
+        arrivals per server step (None: min(10, C)); as --concurrency and --buffer.
     budget: end the run, status 'completed', at the first round whose cumulative cost
         column reaches its limit, e.g. {'samples': 1e6, 'values_up': 1e8} (keys: samples,
         values_up, values_down, bytes_up, bytes_down, exchanges; sim_time with a simulated
@@ -164,7 +175,8 @@ def run(
         data_dir=None if data_dir is None else str(data_dir), eval_clients=a["eval_clients"],
         state_memory_gb=a["state_memory"], host_timeout_s=a["host_timeout"], vectorize=vectorize,
         vectorize_memory_mb=a["vectorize_memory"],
-        system=None if a["system"] is None else str(a["system"]),
+        system=None if a["system"] is None else str(a["system"]), aggregation=a["aggregation"],
+        concurrency=a["concurrency"], buffer=a["buffer"],
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,

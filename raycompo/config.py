@@ -69,6 +69,17 @@ class RunConfig:
     ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds
     the columns sim_time, dropped and wasted_s, and draws cohorts among online clients.
     None: no system, no such columns."""
+    aggregation: str = "sync"
+    """How the server aggregates (raycompo/system/aggregation.py, docs/system.md): 'sync'
+    (rounds whose exchanges are barriers), 'buffered' (FedBuff: `concurrency` clients in
+    flight, every `buffer` arrivals applied as one server step) or 'async' (FedAsync: every
+    arrival is a server step). The asynchronous ones need a `system` (a clock); `rounds`
+    then counts server steps. Their settings (staleness, server_lr, max_staleness,
+    async_alpha, async_rho, ...) are flat keys of `settings`."""
+    concurrency: int | None = None
+    """C, clients in flight at all times (buffered / async; None: the algorithm's cohort size m)."""
+    buffer: int | None = None
+    """K, arrivals per server step (buffered; None: min(10, C); async: 1)."""
     budget: dict[str, float] = field(default_factory=dict)
     """End the run (status 'completed') at the first round whose cumulative cost column
     reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/budget.py). Empty:
@@ -124,6 +135,9 @@ class Resolved:
     system_tables: Any = None
     """Its files' content (`raycompo.system.simulator.Tables`), read once here: the driver,
     wherever it runs, needs no access to them."""
+    aggregation: Any = None
+    """The asynchronous aggregation's `raycompo.system.aggregation.Plan` (aggregation, C, K
+    and validated settings); None for 'sync'."""
 
     def make_task(self):
         return self.task_cls(self.task_settings, self.config.seed, self.config.data_dir)
@@ -143,8 +157,9 @@ def algorithm_overrides(task_cls: type, algo_cls: type, settings: dict[str, Any]
 
 
 def setting_owners(*extra: tuple[str, str, type]) -> dict[str, str]:
-    """Every settings key of every registered task and algorithm, and of the `extra`
-    (kind 'task' or 'algo', spec, class) classes -> 'task' or 'algo'.
+    """Every settings key of every registered task and algorithm, of the asynchronous
+    aggregations ('aggregation': raycompo/system/aggregation.py) and of the `extra`
+    (kind 'task' or 'algo', spec, class) classes -> 'task', 'algo' or 'aggregation'.
 
     The built-ins keep their task and algorithm keys apart (a key declared by a task and
     by an algorithm is an error here naming both owners), so that any pair of them runs.
@@ -156,6 +171,9 @@ def setting_owners(*extra: tuple[str, str, type]) -> dict[str, str]:
     where: dict[str, str] = {}
     found = [(kind, name, cls) for kind, registry in (("task", list_tasks()), ("algo", list_algorithms()))
              for name, cls in sorted(registry.items())]
+    from raycompo.system.aggregation import AggregationSettings
+
+    found.append(("aggregation", "settings", type("Aggregation", (), {"Settings": AggregationSettings})))
     known = {cls for _, _, cls in found}
     for kind, cls_name, cls in found + [e for e in extra if e[2] not in known]:
         for key in names(cls.Settings):
@@ -188,19 +206,25 @@ def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, con
             f"setting {both[0]!r} is declared by task {owner['task']} and by algo {owner['algo']}: rename one of "
             "them (the task's and the algorithm's settings share the --set namespace)"
         )
+    from raycompo.system.aggregation import AggregationSettings, aggregation_keys
+
+    agg_keys = set(aggregation_keys())
     out: dict[str, Any] = {}
     for key, value in settings.items():
         prefix, _, bare = key.rpartition(".")
+        if bare in agg_keys and prefix in ("", "aggregation"):  # the aggregation's own (issue 31)
+            out[bare] = value
+            continue
         allowed = {"task": task_keys, "algo": algo_keys}.get(prefix, task_keys | algo_keys)
         if prefix not in ("", "task", "algo"):
-            raise ConfigError(f"setting {key!r}: a prefix must be 'task.' or 'algo.'")
+            raise ConfigError(f"setting {key!r}: a prefix must be 'task.', 'algo.' or 'aggregation.'")
         if bare not in allowed and RENAMED.get(bare) in allowed:
             print(f"note: setting {bare!r} is now {RENAMED[bare]!r} for {context}; using it", file=sys.stderr)
             bare = RENAMED[bare]
         if prefix and bare not in allowed:
             raise ConfigError(f"{prefix} setting {bare!r} is not a setting of the {prefix} in {context}; valid: {', '.join(sorted(allowed))}")
         out[bare] = value
-    check_known(out, task_cls.Settings, algo_cls.Settings, context=context)
+    check_known(out, task_cls.Settings, algo_cls.Settings, AggregationSettings, context=context)
     return out
 
 
@@ -221,7 +245,8 @@ FIELD_TYPES = {
     "backend": Arg(("str",)), "clients_per_actor": Arg(("int",), none=True), "cpus_per_actor": _NUMBER,
     "gpus_per_actor": _NUMBER, "eval_every": _INT, "data_dir": Arg(("str",), none=True), "host_timeout_s": _NUMBER,
     "eval_clients": Arg(("int",), none=True), "state_memory_gb": Arg(("number",), none=True),
-    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER,
+    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER, "aggregation": Arg(("str",)),
+    "concurrency": Arg(("int",), none=True), "buffer": Arg(("int",), none=True),
 }
 """The type of each RunConfig field (raycompo.arguments), checked by `resolve`."""
 
@@ -278,5 +303,35 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     tables = None
     if profile is not None and task is not None:
         tables = check_profile(profile, cfg.seed, n_clients)  # its files against the clients: an error now, not mid-run
+    aggregation = aggregation_plan(cfg, settings, algo_cls, algo_settings, n_clients, profile, tables)
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
-                    vectorized if task is not None else None, profile, tables)
+                    vectorized if task is not None else None, profile, tables, aggregation)
+
+
+def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, algo_settings: Any, n_clients: int,
+                     profile: Any, tables: Any) -> Any:
+    """The run's asynchronous aggregation (`raycompo.system.aggregation.Plan`), or None for
+    'sync'; a ConfigError before anything runs for a configuration that cannot run (K > C,
+    no clock, an algorithm without an asynchronous form, FedAsync's rho where the
+    algorithm has no proximal term, no client ever online)."""
+    from raycompo.system.aggregation import aggregation_keys, plan
+
+    keys = set(aggregation_keys())
+    given = {k: v for k, v in settings.items() if k in keys}
+    cohort = algo_settings.cohort_size(n_clients) if hasattr(algo_settings, "cohort_size") else n_clients
+    reachable = None  # the clients that can ever be online (a trace's), None: all
+    if profile is not None and tables is not None and cfg.aggregation != "sync":
+        a = profile.availability
+        population = a.model.create(a.settings, cfg.seed, n_clients, tables.availability).population
+        reachable = None if population is None else len(population)
+    p = plan(cfg.aggregation, cfg.concurrency, cfg.buffer, given, min(cohort, n_clients), n_clients,
+             profile is not None, reachable)
+    if p is None:
+        return None
+    form = algo_cls.asynchronous(algo_settings)
+    if isinstance(form, str):
+        raise ConfigError(f"--aggregation {p.kind}: {form}")
+    if p.settings.async_rho > 0 and not form.proximal:
+        raise ConfigError(f"setting async_rho (FedAsync's proximal term) needs an algorithm whose local phase reads "
+                          f"it; {algo_cls.name}'s does not: leave async_rho at 0")
+    return p

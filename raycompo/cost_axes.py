@@ -22,6 +22,7 @@ from typing import Any
 
 COST_AXES: dict[str, tuple[str, ...]] = {
     "samples": ("samples",),
+    "oracle_calls": ("oracle_calls",),
     "values": ("values_up", "values_down"),
     "bytes": ("bytes_up", "bytes_down"),
     "sim_time": ("sim_time",),
@@ -30,6 +31,7 @@ COST_AXES: dict[str, tuple[str, ...]] = {
 
 COST_LABELS = {
     "samples": "samples drawn",
+    "oracle_calls": "oracle calls (function, gradient, Jacobian, Hessian-vector evaluations per point)",
     "values": "real values communicated (up + down)",
     "bytes": "bytes communicated (up + down)",
     "sim_time": "simulated time (s)",

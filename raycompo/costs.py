@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-LEDGER_COLUMNS = ("samples", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges")
+LEDGER_COLUMNS = ("samples", "oracle_calls", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges")
 """The ledger's cumulative cost columns of metrics.csv, in order (every run; docs/costs.md)."""
 
 SYSTEM_COLUMNS = ("sim_time", "dropped", "wasted_s")
@@ -57,8 +57,8 @@ class ExchangeCost:
     multiplicity: list[int]
     """How many times each member was drawn (a client drawn twice works twice)."""
     samples: list[int]
-    """Training samples each member read in this exchange (stochastic gradient and
-    function evaluations: the papers' sample complexity), multiplicity included."""
+    """Data points each member drew in this exchange (the papers' sample complexity; a task
+    of a meta-batch on the meta-learning tasks), multiplicity included."""
     values_down: list[int]
     """Real values each member received (the payload's tensor elements and numbers)."""
     values_up: list[int]
@@ -70,6 +70,12 @@ class ExchangeCost:
     by_key: dict[str, dict[str, int]] = field(default_factory=dict)
     """Totals over the members by payload / contribution key:
     {'down:<key>' | 'up:<key>': {'values': ..., 'bytes': ...}}."""
+    oracle_calls: list[int] = field(default_factory=list)
+    """Oracle calls each member made in this exchange, multiplicity included: each function,
+    gradient, Jacobian or Hessian-vector evaluation on one data point is one call (a
+    stochastic gradient by backpropagation is two: its forward and its backward pass),
+    counted where the task's oracles are evaluated (raycompo/problems/oracle.py). The work
+    a device computes; empty where a record was built without it (then read `samples`)."""
 
     @property
     def size(self) -> int:

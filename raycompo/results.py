@@ -223,9 +223,14 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
     differ = []
     for key, value in defining.items():
         if key == "settings":
-            was = resolve(cfg, check_clients=False).effective_settings()
-            now = resolve(dataclasses.replace(cfg, settings={**cfg.settings, **value}), check_clients=False).effective_settings()
+            r_was = resolve(cfg, check_clients=False)
+            r_now = resolve(dataclasses.replace(cfg, settings={**cfg.settings, **value}), check_clients=False)
+            was, now = r_was.effective_settings(), r_now.effective_settings()
             differ += [f"--set {k}={now[k]} (the run has {k}={was[k]})" for k in sorted(now) if now[k] != was[k]]
+            if r_was.aggregation is not None:  # the asynchronous aggregation's settings (issue 31)
+                a_was, a_now = r_was.aggregation.record(), r_now.aggregation.record()
+                differ += [f"--set {k}={a_now[k]} (the run has {k}={a_was[k]})" for k in sorted(a_now)
+                           if a_now[k] != a_was[k]]
         elif key in ("task", "algo"):
             from raycompo.plugins import canonical
 
@@ -270,7 +275,8 @@ def budget_reached(stored: dict[str, Any], budget: dict[str, float] | None = Non
     return Budget(limits).reached(final) if limits and isinstance(final, dict) else None
 
 
-DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system")
+DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "aggregation", "concurrency",
+            "buffer")
 """RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them."""
 
 

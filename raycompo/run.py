@@ -59,6 +59,14 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", default=None, metavar="PROFILE",
                    help="simulate devices, availability and a clock: a built-in profile (uniform, mobile, mobile-sync, mobile-fastest) or a YAML "
                         "file; adds the columns sim_time, dropped, wasted_s (docs/system.md)")
+    p.add_argument("--aggregation", choices=("sync", "buffered", "async"), default="sync",
+                   help="sync (rounds of barriers, default), buffered (FedBuff: C clients in flight, K arrivals per "
+                        "server step) or async (FedAsync: one arrival per server step); buffered/async need --system, "
+                        "and --rounds counts server steps; settings: --set staleness=... server_lr=... (docs/system.md)")
+    p.add_argument("--concurrency", type=int, default=None, metavar="C",
+                   help="clients in flight at all times (buffered/async; default: the algorithm's cohort size)")
+    p.add_argument("--buffer", type=int, default=None, metavar="K",
+                   help="arrivals applied per server step (buffered; default min(10, C))")
     p.add_argument("--budget", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="end the run (completed) at the first round whose cumulative cost reaches VALUE; "
                         "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system)")
@@ -73,7 +81,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
         vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, budget=parse_budget(args.budget),
-        system=args.system,
+        system=args.system, aggregation=args.aggregation, concurrency=args.concurrency, buffer=args.buffer,
     )
 
 
@@ -140,6 +148,11 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
 
     lines.append("system profiles (--system NAME, or a YAML file; docs/system.md):")
     lines += [f"  {name}  {p.description}" for name, p in PROFILES.items()]
+    from raycompo.system.aggregation import AggregationSettings
+
+    lines.append("aggregation settings (--aggregation buffered|async, --set KEY=VALUE; docs/system.md):")
+    docs = field_docs(AggregationSettings)
+    lines += [f"      {f.name} = {f.default!r}  {docs.get(f.name, '')}" for f in dataclasses.fields(AggregationSettings)]
     return "\n".join(lines)
 
 
@@ -276,6 +289,7 @@ RESUME_CHANGES = {
     "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
     "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
     "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system",
+    "aggregation": "aggregation", "concurrency": "concurrency", "buffer": "buffer",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""

@@ -109,6 +109,34 @@ class LocalSettings:
         return n_clients if self.clients_per_round is None else self.clients_per_round
 
 
+@dataclass(frozen=True)
+class Buffered:
+    """How the engine runs an algorithm written for synchronous rounds asynchronously
+    (`--aggregation buffered|async`, raycompo/engine/asynchronous.py; docs/system.md).
+
+    A dispatched client runs `phase` once with the payload `Algorithm.async_payload` built
+    from the model version it downloads. Its contribution holds, for each server quantity z
+    (the model `w` and the server-state keys of `estimates`), the client's new value y times
+    `count` (its weight in the synchronous average, e.g. FedAvg's n_i); the engine reads
+    y = contribution[key] / contribution[count]. FedBuff merges Delta = z^{t'} - y
+    (z^{t'}: the server's value at the client's download) as z <- z - eta_g (1/K) sum
+    s(tau) Delta; FedAsync as z <- (1 - alpha s(tau)) z + alpha s(tau) y. For every
+    algorithm but FedAvg this is a research extension, not the paper's algorithm."""
+
+    phase: str = "local"
+    """The client phase a dispatched client runs."""
+    model: str = "w"
+    """The contribution key of the client's model (times `count`)."""
+    count: str | None = None
+    """The contribution key of the client's weight in the synchronous average (None: 1)."""
+    estimates: tuple[tuple[str, str], ...] = ()
+    """(server-state key, contribution key) pairs of shared inner estimates merged like the
+    model (e.g. Local-SCGDM's m-bar and u-bar)."""
+    proximal: bool = False
+    """The phase reads payload['prox_rho'] > 0 as FedAsync's term (rho / 2) ||x - w^{t'}||^2
+    of the local objective (only such algorithms accept `async_rho` > 0)."""
+
+
 class Algorithm:
     """Base class. Subclasses set `name` and `Settings`, write `server_round` and declare
     their client phases with `@client_phase`."""
@@ -184,6 +212,20 @@ class Algorithm:
         completing "the model of task T (Module) ..."; None: they apply. The default asks
         for k models at once (`batched_forward`)."""
         return None if model.batchable else "has no batched_forward"
+
+    # --- asynchronous form (issue 31) ------------------------------------------------
+    @classmethod
+    def asynchronous(cls, settings: Any) -> Buffered | str:
+        """How this algorithm runs with `--aggregation buffered|async`: a `Buffered`
+        declaration, or why it cannot (a sentence, shown to the user; the default: it
+        declares none). Checked by `resolve` before anything runs."""
+        return (f"algorithm {cls.name} declares no asynchronous form (a `Buffered` from "
+                "Algorithm.asynchronous): only synchronous rounds")
+
+    def async_payload(self, w: torch.Tensor, state: dict[str, Any], version: int) -> Payload:
+        """What a client dispatched at model version `version` (server steps applied so
+        far) downloads; the default: the model."""
+        return {"w": w}
 
     # --- server side ---------------------------------------------------------------
     def init_server_state(self, w0: torch.Tensor, n_clients: int) -> dict[str, Any]:

@@ -176,17 +176,17 @@ class CohortBatch:
     def _real_rows(self, size: int | None) -> list[int]:
         return list(self.sizes) if size is None else [min(size, n) for n in self.sizes]
 
-    def batch(self, step: int, size: int | None, stream: int = 0, count: bool = True) -> Batch:
+    def batch(self, step: int, size: int | None, stream: int = 0) -> Batch:
         """Each client's mini-batch of local step `step`: the samples
         `ClientData.batch(c.rng(step, stream), size)` draws (all of them, in order, when
         size is None or >= n_i), padded. The returned tensors are this stream's buffers:
-        valid until the next draw on the same stream. `count=False`: rows an earlier phase
-        of the round drew and counted (the per-client path keeps them), not read again."""
+        valid until the next draw on the same stream. Each client's rows are counted as
+        `ClientData.batch` counts them (a draw repeated from the same seed within the round,
+        once)."""
         size_key, gathered = self._gathered.get(stream, (None, {}))
         if step in gathered and size_key == size:  # drawn and gathered ahead (`gather`)
             view = gathered[step]
-            if count:
-                self._count(view.rows or [])
+            self._count(step, size, stream, view.rows or [])
             return view
         picks = self.draw(step, size, stream)
         rows = self._real_rows(size)
@@ -204,16 +204,23 @@ class CohortBatch:
                 torch.index_select(y, 0, p, out=by)
         self._gathered.pop(stream, None)
         buf.picks, buf.rows = picks, rows
-        if count:
-            self._count(rows)
+        self._count(step, size, stream, rows)
         self._mark(buf, (stream, width, 1), rows)
         return buf
 
-    def _count(self, rows: list[int]) -> None:
+    def _count(self, step: int, size: int | None, stream: int, rows: list[int]) -> None:
         """Each client's samples read in a batch handed out (`ClientData.samples_read`, for
-        the engine's ledger): once per `batch` call, gathered ahead or not."""
-        for c, n in zip(self.clients, rows):
-            c.data.samples_read += n
+        the engine's ledger), keyed by the seed of (step, stream) as `ClientData.batch` keys
+        them: once per draw, gathered ahead or not."""
+        seeds = self.seeds(step, stream)
+        if seeds is None:
+            seeds = [c.rng(step, stream).initial_seed() for c in self.clients]
+        for c, seed, n, total in zip(self.clients, seeds, rows, self.sizes):
+            count_draw = getattr(c.data, "count_draw", None)
+            if count_draw is None:
+                c.data.samples_read += n
+            else:
+                count_draw(int(seed), None if size is None or size >= total else size, n)
 
     def gather(self, steps: range, size: int | None, stream: int = 0) -> None:
         """Draw the batches of `steps` ahead and gather each client's rows of all of them

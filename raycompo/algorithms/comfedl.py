@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
+from raycompo.algorithms.base import Algorithm, Buffered, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.problems import KLDRO, compositional_gradient
 from raycompo.settings import require
@@ -88,6 +88,18 @@ class ComFedL(Algorithm):
             payload["center"] = self.lse_center(ctx, cohort, w)
         sums = ctx.map("local", cohort, payload)  # lines 4-16
         return sums["w"] / sums["count"], state  # line 18
+
+    @classmethod
+    def asynchronous(cls, settings):
+        """Buffered ComFedL (a research extension, not the paper's algorithm): a client runs
+        Algorithm 1's tau local steps from the model it downloaded; its inner value
+        y = f_B(w) is its own, recomputed at every step, so only w is stale. Normalizer
+        'lse' is refused: its centre c needs every cohort member's f_i(w_s) before anyone
+        steps, a barrier."""
+        if getattr(settings, "normalizer", "none") == "lse":
+            return ("comfedl with normalizer='lse' needs the cohort's f_i(w_s) before the local steps (the "
+                    "log-sum-exp centre c), a barrier by construction; use normalizer='none' asynchronously")
+        return Buffered(phase="local", model="w", count="count")
 
     def lse_center(self, ctx, cohort, w) -> float:
         """c = gamma log(1/m sum_{i in cohort} exp(f_i(w_s)/gamma)), from the cohort's values."""

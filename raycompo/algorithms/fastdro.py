@@ -123,7 +123,7 @@ class FastDRO(GlobalCOAlgorithm):
             losses = [each[k]["l"].to(torch.float64).reshape(-1) for k in clients]
             q, scale = self.weights(torch.cat(losses))
             split = dict(zip(clients, torch.split(q, [len(v) for v in losses])))
-            g = ctx.map("grad", clients, {"w": w, "j": j, "q": split})["g"]
+            g = ctx.map("grad", clients, {"j": j, "q": split})["g"]  # w: the clients kept it from "losses"
             w = w - lr * scale * g
         return w, state
 
@@ -131,19 +131,19 @@ class FastDRO(GlobalCOAlgorithm):
     @client_phase("losses")
     def client_losses(self, c, state, payload):
         batch = c.data.batch(c.rng(payload["j"], 0), self.s.batch_size)  # FedDRO's b_g
-        c.scratch["batch"] = batch
+        c.scratch["batch"], c.scratch["w"] = batch, payload["w"]  # for this step's "grad"
         with torch.no_grad():
             return {"l": self.task.sample_losses(payload["w"], batch)}, state
 
     @client_phase("grad")
     def client_grad(self, c, state, payload):
-        batch = c.scratch.pop("batch")
-        q = payload["q"][c.client_id].to(payload["w"].dtype)
+        batch, w = c.scratch.pop("batch"), c.scratch.pop("w")
+        q = payload["q"][c.client_id].to(w.dtype)
 
-        def weighted(w):
-            return (q * self.task.sample_losses(w, batch)).sum()
+        def weighted(v):
+            return (q * self.task.sample_losses(v, batch)).sum()
 
-        return {"g": grad_of(weighted, payload["w"])}, state
+        return {"g": grad_of(weighted, w)}, state
 
     # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
     # "grad" draws the step's batch again from the same seeds (the per-client path keeps
@@ -151,14 +151,16 @@ class FastDRO(GlobalCOAlgorithm):
     @batched_phase("losses")
     def batched_client_losses(self, cb, states, payload):
         batch = cb.batch(payload["j"], self.s.batch_size)
+        for c in cb.clients:  # w for this step's "grad" (not sent again)
+            c.scratch["w"] = payload["w"]
         with torch.no_grad():
             losses = cb.task.batched_sample_losses(cb.broadcast(payload["w"]), batch)
         return {"l": [row[:n] for row, n in zip(losses, batch.count.long().tolist())]}, states
 
     @batched_phase("grad")
     def batched_client_grad(self, cb, states, payload):
-        batch = cb.batch(payload["j"], self.s.batch_size, count=False)  # "losses" read (and counted) these rows
-        w = payload["w"]
+        batch = cb.batch(payload["j"], self.s.batch_size)  # the rows "losses" drew (the same seeds: counted once)
+        w = [c.scratch.pop("w") for c in cb.clients][0]  # the step's w (the same for all), kept by "losses"
         q = torch.zeros(batch.mask.shape, dtype=w.dtype, device=w.device)  # padded rows weigh 0
         for i, cid in enumerate(cb.ids):
             qi = payload["q"][cid].to(w.dtype)

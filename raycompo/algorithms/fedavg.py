@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
+from raycompo.algorithms.base import Algorithm, Buffered, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.algorithms.personalized import adapted_metrics
 from raycompo.settings import require
@@ -40,16 +40,33 @@ class FedAvg(Algorithm):
         sums = ctx.map("local", cohort, {"w": w})
         return sums["nw"] / sums["n"], state  # sum_i n_i w_i / sum_i n_i
 
+    @classmethod
+    def asynchronous(cls, settings):
+        """FedBuff (Nguyen et al. 2022) and FedAsync (Xie et al. 2019) as their papers define
+        them: a client's y is its tau local steps' model; FedAsync's proximal term
+        (rho / 2) ||x - w^{t'}||^2 is read from payload['prox_rho']."""
+        return Buffered(phase="local", model="nw", count="n", proximal=True)
+
     @client_phase("local")
     def client_local(self, c, state, payload):
-        w = local_sgd(c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size, lambda w, b, t: self.loss_grad(w, b))
+        w0, rho = payload["w"], payload.get("prox_rho", 0.0)
+        if rho:  # FedAsync: the local objective adds (rho / 2) ||x - w^{t'}||^2
+            direction = lambda w, b, t: self.loss_grad(w, b) + rho * (w - w0)  # noqa: E731
+        else:
+            direction = lambda w, b, t: self.loss_grad(w, b)  # noqa: E731
+        w = local_sgd(c, w0, self.s.tau, self.s.lr, self.s.batch_size, direction)
         n = float(c.data.num_samples)
         return {"nw": n * w, "n": n}, state
 
     @batched_phase("local")
     def batched_local(self, cb, states, payload):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
-        w = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
+        w0, rho = cb.broadcast(payload["w"]), payload.get("prox_rho", 0.0)
+        direction = cb.loss_gradient()
+        if rho:  # FedAsync's proximal term (not fused into the gradient's product)
+            grad = direction
+            direction = lambda w, b, t: grad(w, b, t) + rho * (w - w0)  # noqa: E731
+        w = cb.local_sgd(w0, self.s.tau, self.s.lr, self.s.batch_size, direction)
         n = cb.num_samples()
         return {"nw": n.to(w.dtype).unsqueeze(1) * w, "n": n.tolist()}, states
 

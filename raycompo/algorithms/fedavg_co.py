@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raycompo.algorithms.base import client_phase
+from raycompo.algorithms.base import Buffered, client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.problems import global_batched
@@ -45,6 +45,21 @@ class FedAvgCO(GlobalCOAlgorithm):
     name = "fedavg-co"
     Settings = FedAvgCOSettings
 
+    @classmethod
+    def asynchronous(cls, settings):
+        """Buffered FedAvg-CO, Case I (a research extension): a client starts from the x-bar
+        it downloaded with y_k = g_k(x-bar) of its own (Case I's reset; in place of line 2's
+        y-bar^0 also at version 0), runs I local steps and sends x_k, merged like FedBuff's
+        model. Its y_k is as stale as its x-bar. Case II is refused: y-bar = 1/K sum_k
+        g_k(x-bar) is an exchange with every client before anyone steps, a barrier."""
+        if settings.case == 2:
+            return ("fedavg-co Case II shares y-bar = 1/K sum_k g_k(x-bar) with every client before the local "
+                    "steps, a barrier by construction; use case=1 asynchronously")
+        return Buffered(phase="local", model="x")
+
+    def async_payload(self, w, state, version):
+        return {"w": w, "lr": self.lr_at(version), "ybar": None}  # Case I: y_k = g_k(x-bar), the client's own
+
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))
         payload = {"w": w, "lr": self.lr_at(ctx.round), "ybar": None}
@@ -67,7 +82,8 @@ class FedAvgCO(GlobalCOAlgorithm):
             b_g, b_h = self.batches(c, j)
             _, jac, gh = self.local_parts(x, b_g, b_h)
             x = x - payload["lr"] * direction(self.problem, jac, y, gh)
-            y = self.g_at(x, c.data.batch(c.rng(j + 1, Y_STREAM), self.s.batch_size))  # y_k = g_k(x_k)
+            if j + 1 < self.s.sync_every:  # y_k = g_k(x_k) for the next step (none after the last)
+                y = self.g_at(x, c.data.batch(c.rng(j + 1, Y_STREAM), self.s.batch_size))
         return {"x": x}, state
 
     # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
@@ -86,5 +102,6 @@ class FedAvgCO(GlobalCOAlgorithm):
             b_g, b_h = self.batched_batches(cb, j)
             _, jac, gh = global_batched.local_parts(cb.task, self.problem, x, b_g, b_h)
             x = x - payload["lr"] * global_batched.direction(self.problem, jac, y, gh)
-            y = global_batched.g_values(cb.task, self.problem, x, cb.batch(j + 1, self.s.batch_size, Y_STREAM))
+            if j + 1 < self.s.sync_every:  # none after the last step
+                y = global_batched.g_values(cb.task, self.problem, x, cb.batch(j + 1, self.s.batch_size, Y_STREAM))
         return {"x": x}, states

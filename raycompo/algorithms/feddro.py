@@ -61,6 +61,13 @@ class FedDRO(GlobalCOAlgorithm):
     name = "feddro"
     Settings = FedDROSettings
 
+    @classmethod
+    def asynchronous(cls, settings):
+        """Refused: every local step t needs y-bar^t = 1/K sum_k y_k^t from all clients (line 6)."""
+        return ("feddro shares the inner-function estimates at every local step (y-bar^t = 1/K sum_k y_k^t, "
+                "Algorithm 2 line 6: I + 1 exchanges a round): each is a barrier of all clients by construction, "
+                "so it has no buffered form; use --aggregation sync")
+
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))
         K, steps = len(clients), self.s.sync_every  # K clients, I local steps

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from raycompo.algorithms.base import Algorithm, client_phase
+from raycompo.algorithms.base import Algorithm, Buffered, client_phase
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.errors import ConfigError
 from raycompo.problems import maml_batched
@@ -149,6 +149,20 @@ class LocalCompositional(Algorithm):
     def recurrence(self) -> Recurrence:
         raise NotImplementedError
 
+    # --- asynchronous form (issue 31; a research extension) ------------------------------
+    @classmethod
+    def asynchronous(cls, settings):
+        """Buffered: a client runs the p local steps from the version it downloaded (x, and
+        the server's m-bar and u-bar of that version); its x, m and u are merged like the
+        model (FedBuff: z <- z - eta_g (1/K) sum s(tau) (z^{t'} - z_i)). The global
+        iteration t0 is the version times p. A per-task u_i stays on its client."""
+        probe = object.__new__(cls)  # recurrence() reads only the settings
+        probe.s = settings
+        return Buffered(phase="local", model="x", count="count", estimates=tuple((k, k) for k in probe.recurrence().averages))
+
+    def async_payload(self, w, state, version):
+        return {"w": w, "t0": version * self.s.p, **{k: state.get(k) for k in self.recurrence().averages}}
+
     # --- server: lines 12-16 --------------------------------------------------------
     def server_round(self, ctx, w, state):
         p = self.s.p
@@ -220,6 +234,7 @@ class LocalCompositional(Algorithm):
             support = maml_batched.stack_sets([s.support for _, s in tasks])
             query = maml_batched.stack_sets([s.query for _, s in tasks])
             xr = x[owner]
+            maml_batched.count_calls(self.problem, support, query, [i for i, _ in tasks], k)
             ys = maml_batched.inner_values(self.problem, xr, support)
             if r.inner is None:
                 hats = ys

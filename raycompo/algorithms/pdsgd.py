@@ -86,9 +86,8 @@ class PDSGD(GlobalCOAlgorithm):
         gen = c.rng(payload["j"], 0)  # FedDRO's b_g stream; the indices are needed for p_i
         size = n if s.batch_size is None or s.batch_size >= n else s.batch_size
         idx = torch.arange(n) if size == n else torch.randperm(n, generator=gen)[:size]
-        dev = c.data.x.device
-        batch = (c.data.x[idx.to(dev)], c.data.y[idx.to(dev)])
-        c.data.samples_read += size  # read by index (p_i needs them): counted here
+        batch = c.data.take(idx)  # read by index: p_i needs the indices
+        dev = batch[0].device
         p = torch.exp(a[idx] - payload["log_z"])  # p_i of the sampled samples
         coef = (n / size) * p  # unbiased: each sample drawn with probability size / n
 

@@ -19,6 +19,7 @@ import torch
 
 from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, local_sgd
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.problems.oracle import on_row
 from raycompo.settings import require
 
 
@@ -56,12 +57,17 @@ class QFedAvg(Algorithm):
             "h": q * loss ** (q - 1) * dw.pow(2).sum() + L * fq,
         }, state
 
+    def full_loss(self, i, w0, data):
+        """F_k(w0) on client row i's whole training data (its oracle calls counted on row i)."""
+        with on_row(i):
+            return self.task.loss(w0, data.full())
+
     @batched_phase("local")
     def batched_local(self, cb, states, payload):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
         w0 = payload["w"]
         with torch.no_grad():  # F_k(w) on each client's whole training data (one forward each)
-            loss = torch.stack([self.task.loss(w0, d.full()) for d in cb.data]).clamp_min(1e-10)
+            loss = torch.stack([self.full_loss(i, w0, d) for i, d in enumerate(cb.data)]).clamp_min(1e-10)
         w = cb.local_sgd(cb.broadcast(w0), self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
         L, q = 1.0 / self.s.lr, self.s.q
         dw = L * (w0 - w)

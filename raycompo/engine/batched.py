@@ -18,6 +18,7 @@ import torch
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.engine.ledger import MemberCosts, count_values, samples_read
 from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
+from raycompo.problems.oracle import metering
 
 FLOATS_PER_MODEL = 8
 """Model-sized float tensors alive per client in a batched step: the rows of w, their
@@ -149,11 +150,14 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     for chunk in chunks(host, phase, items):
         ctxs = [host.context(cid, round_) for cid, _ in chunk]
         states = host.states_of(ctxs)
-        read = [samples_read(c.data) for c in ctxs] if costs is not None else []
-        out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gathered), states, payload)
-        if costs is not None:
-            for (cid, mult), c, before, sizes in zip(chunk, ctxs, read, member_sizes(out, len(chunk))):
-                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes)
+        if costs is None:
+            out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gathered), states, payload)
+        else:
+            read = [samples_read(c.data) for c in ctxs]
+            with metering(len(chunk)) as meter:
+                out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gathered), states, payload)
+            for (cid, mult), c, before, calls, sizes in zip(chunk, ctxs, read, meter.calls, member_sizes(out, len(chunk))):
+                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes, calls * mult)
         if len(new_states) != len(chunk):
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
         for (cid, _), st in zip(chunk, new_states):

@@ -68,6 +68,8 @@ def fingerprint(resolved: Any) -> dict[str, Any]:
           "n_clients": resolved.n_clients}
     if getattr(resolved, "system_profile", None) is not None:  # (absent without --system: older checkpoints fit)
         fp["system"] = resolved.system_profile.record()
+    if getattr(resolved, "aggregation", None) is not None:  # (absent for 'sync': older checkpoints fit)
+        fp["aggregation"] = resolved.aggregation.record()
     return json.loads(json.dumps(fp, sort_keys=True, default=str))
 
 

@@ -24,6 +24,7 @@ import torch
 from raycompo.budget import Budget, check_budget
 from raycompo.config import Resolved, RunConfig, resolve
 from raycompo.costs import BREAKDOWN_KEY, ExchangeCost
+from raycompo.engine.asynchronous import AsyncServer
 from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.pools import Pool, make_pool
 from raycompo.errors import ConfigError
@@ -183,6 +184,10 @@ class Federation:
         budget = Budget(check_budget(self.cfg.budget, getattr(self.cfg, "system", None)))
         if budget:
             self.stop_checks.append(budget.reached)
+        self.asynchronous: AsyncServer | None = (
+            AsyncServer(self, r.aggregation, self.algorithm.asynchronous(r.algo_settings)) if r.aggregation else None)
+        """With --aggregation buffered|async, the event state of the asynchronous server
+        (engine/asynchronous.py): a round is then one server step."""
         self._pool_factory = pool_factory or default_pool
         self.pool: Pool | None = None
         if start:
@@ -238,13 +243,19 @@ class Federation:
     def cost_columns(self) -> dict[str, Any]:
         """The cumulative cost columns of this round's row (engine/ledger.py), then, with
         --system, the simulated system's (sim_time, dropped, wasted_s)."""
-        return {**self.ledger.columns(), **self.system.columns()}
+        cols = {**self.ledger.columns(), **self.system.columns()}
+        if self.asynchronous is not None:  # staleness_mean, staleness_max, in_flight
+            cols.update(self.asynchronous.columns())
+        return cols
 
     def run_round(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        self.system.begin_round(self.round + 1)
-        self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, counted=True), self.w, self.state)
-        self.system.end_round()
+        if self.asynchronous is not None:  # one server step of FedBuff / FedAsync
+            self.w, self.state = self.asynchronous.step(self.w, self.state)
+        else:
+            self.system.begin_round(self.round + 1)
+            self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, counted=True), self.w, self.state)
+            self.system.end_round()
         self.round += 1
         breakdown = self.ledger.close_round(self.round)
         round_time = time.perf_counter() - t0
@@ -307,6 +318,7 @@ class Federation:
             "config": self.cfg.to_dict(),
             "ledger": self.ledger.state(),
             "system": self.system.state(),
+            **({"asynchronous": self.asynchronous.state()} if self.asynchronous is not None else {}),
         }
 
     def restore(self, ckpt: dict[str, Any]) -> None:
@@ -321,6 +333,8 @@ class Federation:
         if "ledger" in ckpt:  # (a checkpoint from before the ledger: counts start at 0)
             self.ledger.load(ckpt["ledger"], self.round)
         self.system.load(ckpt.get("system"))  # the same clock goes on
+        if self.asynchronous is not None and ckpt.get("asynchronous") is not None:  # clients in flight go on
+            self.asynchronous.load(ckpt["asynchronous"])
         self.pool.load_client_states(ckpt["client_states"])
 
     def close(self) -> None:

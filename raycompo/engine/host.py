@@ -26,7 +26,9 @@ from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.ledger import MemberCosts, count_by_key, samples_read
 from raycompo.engine.state_store import StateStore
+from raycompo.engine.uncounted import UncountedReads
 from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
+from raycompo.problems.oracle import metering
 from raycompo.seeding import CLIENT, fold, generator_from
 from raycompo.tasks.base import ClientData
 from raycompo.vectorize import resolved_plan
@@ -118,6 +120,7 @@ class Host:
         self.seed = r.config.seed
         self.task = r.make_task().to(self.device)
         self.algorithm = r.algo_cls(r.algo_settings, self.task)
+        self.uncounted = UncountedReads(self.algorithm)  # a plugin's reads the ledger cannot see
         # An empty initial state (the base's): an absent state reads as {} (`keep_state`).
         self._stateless = type(self.algorithm).init_client_state is Algorithm.init_client_state
         # Phases whose clients run as batched chunks (raycompo/vectorize.py, engine/batched.py).
@@ -142,7 +145,14 @@ class Host:
     def context(self, cid: int, round_: int) -> ClientCtx:
         if round_ != self.scratch_round:  # scratch lives for one round
             self.scratch, self.scratch_round = {}, round_
-        return ClientCtx(cid, self.clients.get(cid), self.scratch.setdefault(cid, {}), round_, self.seed, self.device)
+        data = self.clients.get(cid)
+        scratch = self.scratch.get(cid)
+        if scratch is None:  # the client's first phase of the round
+            scratch = self.scratch[cid] = {}
+            new_round = getattr(data, "new_round", None)
+            if new_round is not None:
+                new_round()
+        return ClientCtx(cid, data, scratch, round_, self.seed, self.device)
 
     def state(self, c: ClientCtx) -> State:
         """Client c's persistent state, created by the algorithm on first use."""
@@ -180,10 +190,16 @@ class Host:
         result: dict[Any, Any] = {}
         for cid, mult in items:
             c = self.context(cid, round_)
-            read = samples_read(c.data) if count else 0
-            out, new_state = run_phase(c, self.state(c), payload)
-            if costs is not None:  # the contribution as sent, before the float64 pre-reduction
-                costs.add(cid, mult, (samples_read(c.data) - read) * mult, count_by_key(out))
+            if costs is None:
+                out, new_state = run_phase(c, self.state(c), payload)
+            else:
+                read = samples_read(c.data)
+                with metering() as meter:
+                    out, new_state = run_phase(c, self.state(c), payload)
+                read = samples_read(c.data) - read
+                self.uncounted.check(phase, read, meter.total)
+                # the contribution as sent, before the float64 pre-reduction
+                costs.add(cid, mult, read * mult, count_by_key(out), meter.total * mult)
             self.keep_state(cid, new_state)
             if reduce:
                 add_into(result, out, float(mult))

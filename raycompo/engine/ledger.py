@@ -10,12 +10,15 @@ the cohort, as the protocol would send it (not as hosts pre-reduce contributions
 * values up: the same count of the member's contribution, times its multiplicity;
 * bytes: each tensor element at its dtype's size (float32 4, float64 8, int64 8, ...),
   a Python number (bool, int, float) as 8 bytes; strings and None are not values;
-* samples: the training samples the member read (`ClientData.batch` / `outer_batch`,
-  full-batch reads, `CohortBatch.batch`), multiplicity included.
+* samples: the data points the member drew (`ClientData.batch` / `outer_batch` / `take`,
+  full-batch reads, `CohortBatch.batch`), multiplicity included;
+* oracle calls: the function, gradient, Jacobian and Hessian-vector evaluations on one data
+  point each that the member's phase made, counted where the task's oracles are evaluated
+  (raycompo/problems/oracle.py), multiplicity included.
 
 Hosts count their members' contributions and samples where they run them
-(`count_phase`, `MemberCosts`): O(m) per exchange, from tensor shapes only, never their
-data. The `Ledger` keeps the cumulative totals (the metrics.csv columns `samples`,
+(`MemberCosts`): O(m) per exchange, from tensor shapes only, never their
+data. The `Ledger` keeps the cumulative totals (the metrics.csv columns `samples`, `oracle_calls`,
 `values_up`, `values_down`, `bytes_up`, `bytes_down`, `exchanges`), which survive
 checkpoints, and the per-key breakdown of the round in progress: `close_round` hands a
 round's rows out (the run loop appends them to the run folder's `costs.csv`) and keeps
@@ -78,14 +81,16 @@ class MemberCosts:
 
     clients: list[int] = field(default_factory=list)
     samples: list[int] = field(default_factory=list)
+    oracle_calls: list[int] = field(default_factory=list)
     values_up: list[int] = field(default_factory=list)
     bytes_up: list[int] = field(default_factory=list)
     by_key: dict[str, list[int]] = field(default_factory=dict)
     """{key: [values, bytes]} summed over this host's members."""
 
-    def add(self, cid: int, mult: int, samples: int, per_key: dict[str, tuple[int, int]]) -> None:
-        """Member `cid` (drawn `mult` times) read `samples` (all its work) and returned one
-        contribution of `per_key` (values, bytes) per key."""
+    def add(self, cid: int, mult: int, samples: int, per_key: dict[str, tuple[int, int]], oracle_calls: int = 0) -> None:
+        """Member `cid` (drawn `mult` times) read `samples` and made `oracle_calls` (all its
+        work, multiplicity included) and returned one contribution of `per_key` (values,
+        bytes) per key."""
         values = size = 0
         for key, (v, b) in per_key.items():
             values += v
@@ -98,6 +103,7 @@ class MemberCosts:
                 acc[1] += b * mult
         self.clients.append(cid)
         self.samples.append(samples)
+        self.oracle_calls.append(oracle_calls)
         self.values_up.append(values * mult)
         self.bytes_up.append(size * mult)
 
@@ -105,6 +111,7 @@ class MemberCosts:
         """Append another host's members (disjoint from these)."""
         self.clients += other.clients
         self.samples += other.samples
+        self.oracle_calls += other.oracle_calls
         self.values_up += other.values_up
         self.bytes_up += other.bytes_up
         for key, (v, b) in other.by_key.items():
@@ -131,7 +138,7 @@ def exchange_cost(round_: int, phase: str, index: int, counts: dict[int, int], p
         samples=[members.samples[i] for i in order],
         values_down=[vdown] * k, values_up=[members.values_up[i] for i in order],
         bytes_down=[bdown] * k, bytes_up=[members.bytes_up[i] for i in order],
-        by_key=by_key,
+        by_key=by_key, oracle_calls=[members.oracle_calls[i] for i in order],
     )
 
 
@@ -156,6 +163,7 @@ class Ledger:
         """Add one exchange to the totals and the per-key breakdown."""
         t = self.totals
         t["samples"] += sum(cost.samples)
+        t["oracle_calls"] += sum(cost.oracle_calls)
         t["values_up"] += sum(cost.values_up)
         t["values_down"] += sum(cost.values_down)
         t["bytes_up"] += sum(cost.bytes_up)

@@ -161,6 +161,7 @@ def run(
     config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings(),
               "vectorized": resolved_plan(resolved).record(),
               **({"system_profile": resolved.system_profile.record()} if resolved.system_profile else {}),
+              **({"aggregation_plan": resolved.aggregation.record()} if resolved.aggregation else {}),
               **plugins.provenance(resolved.task_cls, resolved.algo_cls)}
     # Only a task that records its partition (e.g. task_from_arrays) is built once more here.
     overrides = getattr(resolved.task_cls, "partition_record", None) is not getattr(Task, "partition_record", None)

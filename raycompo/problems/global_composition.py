@@ -34,6 +34,8 @@ from typing import Any
 import torch
 from torch.func import grad, jacrev
 
+from raycompo.problems.oracle import wrap_oracles
+
 SampleLosses = Callable[[torch.Tensor, Any], torch.Tensor]
 """(w, batch) -> per-sample losses l(w; zeta_i), shape (|b|,)."""
 
@@ -44,6 +46,10 @@ class GlobalComposition:
 
     has_h: bool = False
     d_g: int = 1
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_oracles(cls, ("g_samples", "h_samples"))  # a task's own composition is counted (problems/oracle.py)
 
     def g_samples(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         raise NotImplementedError

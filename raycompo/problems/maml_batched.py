@@ -23,6 +23,7 @@ import torch
 from torch.func import grad, vjp, vmap
 
 from raycompo.problems.maml import MAML
+from raycompo.problems.oracle import add_rows, uncounted
 
 
 def stack_sets(sets: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,20 +32,39 @@ def stack_sets(sets: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Ten
 
 
 def inner_values(problem: MAML, x: torch.Tensor, support: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """(R, d): y_r = f(x_r; support_r)."""
-    return vmap(lambda w, a, b: problem.inner(w, (a, b)))(x, *support).detach()
+    """(R, d): y_r = f(x_r; support_r). Its oracle calls are counted by `count_calls`."""
+    with uncounted():
+        return vmap(lambda w, a, b: problem.inner(w, (a, b)))(x, *support).detach()
 
 
 def pull(problem: MAML, x: torch.Tensor, support: tuple[torch.Tensor, torch.Tensor],
          query: tuple[torch.Tensor, torch.Tensor], hats: torch.Tensor) -> torch.Tensor:
-    """(R, d): z_r = J_f(x_r; support_r)^T grad g(hats_r; query_r)."""
+    """(R, d): z_r = J_f(x_r; support_r)^T grad g(hats_r; query_r). Its oracle calls are
+    counted by `count_calls`."""
 
     def one(w: torch.Tensor, a: Any, b: Any, qa: Any, qb: Any, hat: torch.Tensor) -> torch.Tensor:
         v = grad(lambda z: problem.outer(z, (qa, qb)))(hat)
         _, pullback = vjp(lambda v_: problem.inner(v_, (a, b)), w)
         return pullback(v)[0]
 
-    return vmap(one)(x, *support, *query, hats.detach()).detach()
+    with uncounted():
+        return vmap(one)(x, *support, *query, hats.detach()).detach()
+
+
+def count_calls(problem: MAML, support: tuple[torch.Tensor, torch.Tensor], query: tuple[torch.Tensor, torch.Tensor],
+                owner: list[int], k: int) -> None:
+    """The oracle calls of one step of `meta_batch_vjp` per task, added to each of the k
+    owners' rows: the inner gradient on the support points (forward and backward, 2 K_s),
+    the outer gradient on the query points (2 K_q) and, second order, the Hessian-vector
+    product on the support points (K_s). What the per-task loop computes; `pull` evaluates
+    the inner map again under vmap (SCGD's estimate needs every row's value first), not
+    counted twice."""
+    k_s, k_q = support[1].shape[1], query[1].shape[1]
+    per_task = 2 * k_s + 2 * k_q + (0 if problem.first_order else k_s)
+    counts = [0] * k
+    for i in owner:
+        counts[i] += per_task
+    add_rows(counts)
 
 
 def row_means(values: torch.Tensor, owner: torch.Tensor, k: int) -> torch.Tensor:

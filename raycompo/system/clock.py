@@ -5,9 +5,12 @@ One exchange (one `ctx.map`) is a barrier: the server sends the payload to every
 waits for every member's contribution, then goes on. Member i of an exchange finishes after
 
     t_i = wait_i + 2 * latency_i + bytes_down_i / downlink_i
-          + samples_i * (flop_per_sample_per_param * d) / flops_i + bytes_up_i / uplink_i
+          + work_i * (flop_per_sample_per_param * d) / flops_i + bytes_up_i / uplink_i
 
-seconds (d the model's size; `wait_i`: how long an offline client needed to come online,
+seconds (d the model's size; work_i the member's oracle calls / 2 (`member_work`): a plain
+stochastic gradient on one point, a forward and a backward pass, is 2 calls, the 6 d FLOP that
+`flop_per_sample_per_param` = 6 prices; FedDRO's two-point estimator, 3 calls a point, costs
+1.5 samples' time, a second-order MAML task 25 or more; `wait_i`: how long an offline client needed to come online,
 0 for a member of a cohort drawn among online clients), and the exchange takes
 max_i t_i. A round is the sum of its exchanges (FedDRO's I + 1 exchanges are I + 1
 barriers, each paying a latency both ways, however few bytes they carry). Server-side
@@ -41,6 +44,17 @@ def member_time(rates: Rates, samples: float, bytes_down: float, bytes_up: float
     return fixed + bytes_down * per_down + samples * per_sample + bytes_up * per_up
 
 
+CALLS_PER_SAMPLE = 2
+"""Oracle calls of one plain stochastic gradient on one data point (a forward and a backward
+pass): the work that a device's `flop_per_sample_per_param` prices per sample."""
+
+
+def member_work(e: ExchangeCost, i: int) -> float:
+    """Member i's compute in exchange `e`, in samples' worth: its oracle calls (docs/costs.md)
+    / CALLS_PER_SAMPLE; its samples where the exchange carries no oracle count."""
+    return e.oracle_calls[i] / CALLS_PER_SAMPLE if e.oracle_calls else float(e.samples[i])
+
+
 @dataclass
 class Workload:
     """What one member did in one exchange (a prediction's input): samples and bytes."""
@@ -54,7 +68,8 @@ def exchange_workload(e: ExchangeCost) -> Workload:
     """The mean member's work in exchange `e` (per distinct member; a member drawn twice
     counts its double work)."""
     k = max(1, e.size)
-    return Workload(sum(e.samples) / k, sum(e.bytes_down) / k, sum(e.bytes_up) / k)
+    return Workload(sum(member_work(e, i) for i in range(len(e.clients))) / k, sum(e.bytes_down) / k,
+                    sum(e.bytes_up) / k)
 
 
 def round_time(rates: Rates, workload: Iterable[Workload]) -> float:
@@ -128,7 +143,7 @@ class Clock:
                 wait = start - t
                 if wait > 0:
                     waits.append((c, wait))
-            took = wait + member_time(rates(c), cost.samples[i], cost.bytes_down[i], cost.bytes_up[i])
+            took = wait + member_time(rates(c), member_work(cost, i), cost.bytes_down[i], cost.bytes_up[i])
             if took > worst:
                 worst = took
         self.now = t + worst

@@ -15,6 +15,22 @@ import torch
 import torch.nn.functional as F
 
 from raycompo.models import FlatModel
+from raycompo.problems.oracle import wrap_oracles
+
+ORACLES = ("loss", "sample_losses", "batched_losses", "batched_sample_losses")
+"""A task's per-sample functions: each call on n data points is n oracle calls, a backward
+pass through it n more (raycompo/problems/oracle.py)."""
+GRADIENT_ORACLES = ("batched_loss_grad", "batched_loss_step_", "batched_sample_grad")
+"""A task's methods that return gradients themselves: 2n oracle calls (forward and backward)."""
+
+
+DRAWS_KEPT = 256
+"""Draws a client's data remembers to count a repeated one once (`ClientData.count_draw`)."""
+
+
+def _drawn_size(size: int | None, n: int) -> int | None:
+    """The draw's size as a key: None when it takes all n points."""
+    return None if size is None or size >= n else size
 
 
 @dataclass
@@ -30,26 +46,53 @@ class ClientData:
     outer: tuple[torch.Tensor, torch.Tensor] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     samples_read: int = field(default=0, compare=False, repr=False)
-    """Training samples handed out so far (`batch`, `outer_batch`, `CohortBatch.batch`,
-    full-batch reads): the engine's ledger counts a client phase's samples as its change."""
+    """Data points drawn so far (`batch`, `outer_batch`, `take`, `full`, `CohortBatch.batch`):
+    the engine's ledger counts a client phase's samples as its change. A draw repeated from
+    the same seed (the same points: FastDRO's gradient on the batch its losses were taken
+    on, ComFedL's f_i(w_s) on the first local step's batch) is counted once."""
+    _drawn: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    """(seed, size, outer) of the last DRAWS_KEPT draws, oldest first."""
 
     @property
     def num_samples(self) -> int:
         return len(self.y)
 
+    def new_round(self) -> None:
+        """Forget the draws remembered (the engine calls it when a round first uses the
+        client: a draw is counted once within a round, and two runs in one process both count)."""
+        self._drawn.clear()
+
+    def count_draw(self, seed: int, size: int | None, n: int, outer: bool = False) -> None:
+        """Count n points drawn with a generator of `seed` (size None: all of them), unless
+        the same draw was counted among the last DRAWS_KEPT."""
+        key = (seed, size, outer)
+        if key in self._drawn:
+            return
+        self._drawn[key] = None
+        if len(self._drawn) > DRAWS_KEPT:
+            del self._drawn[next(iter(self._drawn))]
+        self.samples_read += n
 
     def batch(self, gen: torch.Generator, size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
         """A mini-batch of min(size, n_i) distinct training samples; None = full batch."""
         x, y = _sample(self.x, self.y, gen, size)
-        self.samples_read += len(y)
+        self.count_draw(gen.initial_seed(), _drawn_size(size, len(self.y)), len(y))
         return x, y
 
     def outer_batch(self, gen: torch.Generator, size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
         """A mini-batch of D~_i (the outer function's data; D_i when it has none)."""
         x, y = self.outer if self.outer is not None else (self.x, self.y)
+        n = len(y)
         x, y = _sample(x, y, gen, size)
-        self.samples_read += len(y)
+        self.count_draw(gen.initial_seed(), _drawn_size(size, n), len(y), outer=self.outer is not None)
         return x, y
+
+    def take(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The training samples at indices `idx` (x, y): a read by index (e.g. PDSGD, whose
+        dual weights need the indices), counted."""
+        self.samples_read += len(idx)
+        idx = idx.to(self.x.device)
+        return self.x[idx], self.y[idx]
 
     def full(self) -> tuple[torch.Tensor, torch.Tensor]:
         """All n_i training samples (x, y), in order: a full-batch read, counted."""
@@ -107,6 +150,10 @@ class Task:
     """Per-client metrics that also get a worst-client column `<key>_worst`, and whether the
     worst client is the one with the highest ('max') or lowest ('min') value. Metrics not
     listed are averaged only."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_oracles(cls, ORACLES, GRADIENT_ORACLES)  # a task's own oracles are counted too
 
     def __init__(self, settings: Any, seed: int, data_dir: str | None = None):
         self.settings = settings
@@ -242,6 +289,9 @@ class Task:
     def to(self, device: torch.device | str) -> Task:
         self.model.to(device)
         return self
+
+
+wrap_oracles(Task, ORACLES, GRADIENT_ORACLES)
 
 
 EVAL_OWN_BYTES = 256 * 1024
