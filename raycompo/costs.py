@@ -36,6 +36,14 @@ COST_COLUMNS = LEDGER_COLUMNS + SYSTEM_COLUMNS + PRIVACY_COLUMNS
 CUMULATIVE_COLUMNS = LEDGER_COLUMNS + ("sim_time", "epsilon")
 """The cost columns that only grow over a run: those a budget may limit."""
 
+BREAKDOWN_COLUMNS = ("round", "direction", "key", "values", "bytes")
+"""The columns of the ledger's per-key breakdown by round (the run folder's costs.csv)."""
+
+BREAKDOWN_KEY = "_costs"
+"""The key under which a round's row carries its breakdown rows (dicts of
+`BREAKDOWN_COLUMNS`) to the run loop, which takes them out of the row before any observer
+sees it and hands them to `Observer.on_costs` (they are not metrics.csv columns)."""
+
 
 @dataclass
 class ExchangeCost:

@@ -51,6 +51,11 @@ class Observer:
     def on_clients(self, clients: ClientMetrics) -> None:
         """The evaluated clients' metrics of the row that follows (its round: `clients.round`)."""
 
+    def on_costs(self, rows: list[Row]) -> None:
+        """The ledger's per-key breakdown of the round whose row follows: one dict per
+        (round, direction, key) with its values and bytes (`costs.BREAKDOWN_COLUMNS`, the
+        run folder's costs.csv rows); empty for a round without exchanges."""
+
     def on_end(self, status: str, final: Row) -> None:
         """status: 'completed', 'diverged' or 'interrupted'."""
 
@@ -75,6 +80,10 @@ class Observers(Observer):
     def on_clients(self, clients: ClientMetrics) -> None:
         for o in self.observers:
             o.on_clients(clients)
+
+    def on_costs(self, rows: list[Row]) -> None:
+        for o in self.observers:
+            o.on_costs(rows)
 
     def on_end(self, status: str, final: Row) -> None:
         for o in self.observers:

@@ -1,7 +1,8 @@
 """Run outputs: `config.json` (every setting, the seed, the status), `metrics.csv`
 (one row per round, appended and flushed as the run goes, so a crash or divergence
-keeps the rows already written) and `clients.csv` (every evaluated client's metrics,
-raycompo/clients_file.py).
+keeps the rows already written), `clients.csv` (every evaluated client's metrics,
+raycompo/clients_file.py) and `costs.csv` (the costs by round and payload key, appended
+as each round ends, raycompo/costs_file.py).
 
 What belongs to a run folder (`RUN_FILES`, the `*.tmp` of atomic writes, the end-of-run
 files config.json lists, the lock of raycompo/lockfile.py) is known here: `--overwrite`
@@ -19,14 +20,13 @@ from typing import Any
 
 from raycompo.budget import Budget
 from raycompo.clients_file import ClientsFile
+from raycompo.costs_file import FILE as COSTS_FILE
+from raycompo.costs_file import CostsFile
 from raycompo.errors import ConfigError
 from raycompo.observers import Observer, Row
 from raycompo.per_client import ClientMetrics
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
-COSTS_FILE = "costs.csv"
-"""The per-key costs of a run by round (engine/ledger.py), written at its end."""
-
 RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", COSTS_FILE, "clients.csv")
 """The files every run folder may hold (besides its end-of-run files, its lock and temporaries)."""
 END_FILES_KEY = "end_of_run_files"
@@ -282,13 +282,14 @@ DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "s
 
 class RunWriter(Observer):
     """The output folder as an observer: config.json written at once ('running'), a
-    metrics.csv row per round, the final status and row at the end. `resume_rows`: the
-    rows kept from an earlier attempt (metrics.csv is replaced by a file of them, then
-    appended to). A new run (`resume_rows` None) first checks the folder
+    metrics.csv row per round (and costs.csv's rows of the round), the final status and
+    row at the end. `resume_rows`: the rows kept from an earlier attempt (metrics.csv is
+    replaced by a file of them, then appended to); `resume_costs` likewise costs.csv's
+    (`costs_file.resume_rows`). A new run (`resume_rows` None) first checks the folder
     (`prepare_folder`: a run there is refused, or removed with `overwrite`)."""
 
     def __init__(self, out: str | Path, config: dict[str, Any], overwrite: bool = False,
-                 resume_rows: list[dict[str, Any]] | None = None):
+                 resume_rows: list[dict[str, Any]] | None = None, resume_costs: list[dict[str, Any]] | None = None):
         self.dir = Path(out)
         self.metrics_path = self.dir / "metrics.csv"
         self.config_path = self.dir / "config.json"
@@ -308,6 +309,7 @@ class RunWriter(Observer):
             # clients.csv: a resumed run keeps the rows of the rounds metrics.csv keeps
             upto = None if resume_rows is None else max((int(r["round"]) for r in resume_rows), default=-1)
             self.clients = ClientsFile(self.dir, upto)
+            self.costs = CostsFile(self.dir, resume_costs)
         except OSError as exc:
             raise ConfigError(f"cannot write to --out {self.dir}: {exc.strerror or exc}") from None
 
@@ -321,6 +323,7 @@ class RunWriter(Observer):
         self._close()
         self._rewrite(read_rows(self.dir, upto_round))
         self.clients.truncate(upto_round)
+        self.costs.truncate(upto_round)
 
     def _rewrite(self, rows: list[dict[str, Any]]) -> None:
         """metrics.csv := `rows`, atomically (a kill meanwhile leaves the old file whole),
@@ -368,6 +371,8 @@ class RunWriter(Observer):
     def _close(self) -> None:
         if hasattr(self, "clients"):
             self.clients.close()
+        if hasattr(self, "costs"):
+            self.costs.close()
         if self._file is not None and not self._file.closed:
             try:
                 self._file.close()
@@ -386,6 +391,9 @@ class RunWriter(Observer):
 
     def on_clients(self, clients: ClientMetrics) -> None:
         self.clients.append(clients)
+
+    def on_costs(self, rows: list[Row]) -> None:
+        self.costs.append(rows)
 
     def on_end(self, status: str, final: Row) -> None:
         try:

@@ -188,6 +188,9 @@ def test_a_run_interrupted_mid_way_resumes_to_the_uninterrupted_rows(tmp_path):
     resumed = raycompo.resume(tmp_path / "k")
     assert resumed.status == "completed"
     assert_rows_close(straight.rows, resumed.rows, tol=1e-12)
+    # costs.csv: the rows of rounds 4-5 written before the interruption are not written twice
+    assert resumed.cost_rows == straight.cost_rows
+    assert (tmp_path / "k" / "costs.csv").read_text() == straight.costs.to_csv(index=False)
 
 
 def test_ray_equals_inline(ray_session):

@@ -46,6 +46,12 @@ def assert_same_metrics(a, b) -> None:
     pd.testing.assert_frame_equal(metrics(a), metrics(b), rtol=1e-6, atol=1e-9)
 
 
+def assert_same_costs(a, b) -> None:
+    """costs.csv of two runs byte for byte (counts: exact), and not empty."""
+    text = (Path(a) / "costs.csv").read_text()
+    assert text.count("\n") > 1 and text == (Path(b) / "costs.csv").read_text()
+
+
 STATEFUL = [
     small_config("comfedl", rounds=7, gamma=1.0, clients_per_round=3),
     small_config("ditto", rounds=7),
@@ -67,9 +73,12 @@ def test_resume_gives_the_uninterrupted_metrics(tmp_path, cfg):
     stored = json.loads((tmp_path / "cut" / "config.json").read_text())
     assert stored["status"] == "interrupted" and stored["rounds_done"] == 5
     assert checkpoint.load(tmp_path / "cut" / checkpoint.FILE)["round"] == 4
+    # costs.csv was appended to round by round: it holds round 5's rows, past the checkpoint
+    assert pd.read_csv(tmp_path / "cut" / "costs.csv")["round"].max() == 5
     result = run(cfg, out=tmp_path / "cut", checkpoint_every=2, resume=True)
     assert result.status == "completed"
     assert_same_metrics(tmp_path / "whole", tmp_path / "cut")  # rows 5.. not duplicated
+    assert_same_costs(tmp_path / "whole", tmp_path / "cut")  # neither are costs.csv's
 
 
 def test_checkpoint_holds_client_states_and_loads_safely(tmp_path):
@@ -117,6 +126,7 @@ def test_cli_killed_then_resumed_matches_the_uninterrupted_run(tmp_path):
     whole.communicate(timeout=600)
     assert whole.returncode == 0
     assert_same_metrics(tmp_path / "whole", tmp_path / "cut")
+    assert_same_costs(tmp_path / "whole", tmp_path / "cut")
     assert json.loads((tmp_path / "cut" / "config.json").read_text())["status"] == "completed"
 
 
@@ -154,6 +164,9 @@ def test_a_dead_actor_is_recovered_with_the_unfaulted_metrics(ray_session, tmp_p
     assert loads == ([tmp_path / "run" / checkpoint.FILE] if folder else [])
     if folder:
         assert_rows_close(inline.rows, pd.read_csv(tmp_path / "run" / "metrics.csv").to_dict("records"), tol=1e-6)
+        # the rows of rounds 3-4 written before the death are dropped, then written again once
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "run" / "costs.csv"), inline.costs)
+    assert faulted.cost_rows == inline.cost_rows
 
 
 def test_failures_past_the_limit_fail_the_run(ray_session, tmp_path):

@@ -4,10 +4,13 @@ and bytes equal the papers' counts, computed here from the settings and the mode
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 
 from raycompo.config import RunConfig
+from raycompo.costs import BREAKDOWN_KEY
 from raycompo.engine.federation import Federation
 from raycompo.engine.ledger import COLUMNS, Ledger, count_values
 from tests.helpers import SMALL_DRO, small_config
@@ -64,7 +67,7 @@ def test_counting_off_changes_no_metric():
     a, b = on.run_rounds(2), off.run_rounds(2)
     for ra, rb in zip(a, b):
         for k, v in ra.items():
-            if k not in COLUMNS and k not in ("round_time", "wall_time"):
+            if k not in COLUMNS and k not in ("round_time", "wall_time", BREAKDOWN_KEY):
                 assert v == rb[k], k
     assert b[-1]["exchanges"] == 0 and a[-1]["exchanges"] == 2
 
@@ -74,7 +77,28 @@ def test_ledger_state_round_trips():
     fed.run_rounds(2)
     again = Ledger()
     again.load(fed.ledger.state(), 2)
-    assert again.totals == fed.ledger.totals and again.rows == fed.ledger.rows
+    # FedAvg: 3 breakdown rows a round (down:w, up:n, up:nw), counted, not kept
+    assert again.totals == fed.ledger.totals and again.closed_rows == fed.ledger.closed_rows == 2 * 3
+
+
+def _ledger_bytes(fed: Federation) -> int:
+    buf = io.BytesIO()
+    torch.save(fed.checkpoint()["ledger"], buf)
+    return buf.tell()
+
+
+def test_the_checkpoints_ledger_part_does_not_grow_with_the_rounds():
+    fed = Federation(small_config("fedavg", rounds=40, lr=0.1))
+    try:
+        fed.run_rounds(4)
+        early = _ledger_bytes(fed)
+        fed.run_rounds(36)
+        late = _ledger_bytes(fed)
+    finally:
+        fed.close()
+    # 36 more rounds are 108 more rows of costs.csv; the ledger's part keeps its cumulative
+    # counts (and the number of rows written), whose pickled ints may only widen
+    assert late <= early + 8 * (len(COLUMNS) + 1), (early, late)
 
 
 @pytest.mark.usefixtures("ray_session")
@@ -105,12 +129,59 @@ def test_a_resumed_run_continues_the_same_counts(tmp_path):
     run(small_config("fedavg", rounds=3, lr=0.1), out=str(tmp_path / "cut"), checkpoint_every=2)
     resumed = run(cfg, out=str(tmp_path / "cut"), resume=True)
     assert _costs(resumed.rows) == _costs(whole.rows)
+    assert resumed.cost_rows == whole.cost_rows  # the rows of rounds 1-3 read back from costs.csv
+    assert (tmp_path / "cut" / "costs.csv").read_bytes() == (tmp_path / "whole" / "costs.csv").read_bytes()
     import pandas as pd
 
     for name in ("metrics.csv", "costs.csv"):
         a, b = pd.read_csv(tmp_path / "whole" / name), pd.read_csv(tmp_path / "cut" / name)
         cols = [c for c in a.columns if c in (*COLUMNS, "round", "direction", "key", "values", "bytes")]
         pd.testing.assert_frame_equal(a[cols], b[cols])
+
+
+def _cut_short(path):
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+
+
+def _garble(path):
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([*lines[:2], "1,up,n,x,40\n", *lines[3:]]))
+
+
+@pytest.mark.parametrize("damage,says", [
+    (_cut_short, r"costs.csv holds 5 rows of rounds up to 2, where its checkpoint \(round 2\) counted 6"),
+    (lambda path: path.unlink(), r"costs.csv is missing, where its checkpoint \(round 2\) counted 6"),
+    (_garble, r"costs.csv: line 3 is not a row of round, direction, key, values, bytes"),
+], ids=["cut", "missing", "garbled"])
+def test_a_resume_refuses_a_damaged_costs_file(tmp_path, damage, says):
+    from raycompo.engine import run
+    from raycompo.errors import ConfigError
+
+    run(small_config("fedavg", rounds=2, lr=0.1), out=str(tmp_path))  # FedAvg: 3 rows a round
+    damage(tmp_path / "costs.csv")
+    metrics = (tmp_path / "metrics.csv").read_bytes()
+    with pytest.raises(ConfigError, match=says):
+        run(small_config("fedavg", rounds=4, lr=0.1), out=str(tmp_path), resume=True)
+    assert (tmp_path / "metrics.csv").read_bytes() == metrics  # refused before anything was written
+
+
+def test_a_checkpoint_that_holds_the_rows_resumes_with_them(tmp_path):
+    """A checkpoint written before costs.csv was appended per round kept the rows in the
+    ledger's state (and its run, interrupted, wrote no costs.csv): the resume takes them."""
+    from raycompo.costs_file import read_costs
+    from raycompo.engine import checkpoint, run
+
+    whole = run(small_config("fedavg", rounds=4, lr=0.1), out=str(tmp_path / "whole"))
+    run(small_config("fedavg", rounds=2, lr=0.1), out=str(tmp_path / "cut"))
+    path = tmp_path / "cut" / checkpoint.FILE
+    ckpt = checkpoint.load(path)
+    rows = [list(r.values()) for r in read_costs(tmp_path / "cut")]
+    ckpt["ledger"] = {"totals": ckpt["ledger"]["totals"], "rows": rows}
+    checkpoint.save(path, ckpt)
+    (tmp_path / "cut" / "costs.csv").unlink()
+    resumed = run(small_config("fedavg", rounds=4, lr=0.1), out=str(tmp_path / "cut"), resume=True)
+    assert len(rows) == 6 and resumed.cost_rows == whole.cost_rows
+    assert (tmp_path / "cut" / "costs.csv").read_bytes() == (tmp_path / "whole" / "costs.csv").read_bytes()
 
 
 def test_a_recovered_ray_run_keeps_the_counts(ray_session):

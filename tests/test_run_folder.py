@@ -124,7 +124,9 @@ def test_overwrite_removes_every_file_of_the_old_run(tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(runner, "_start", dies)
     assert main([*CLI_ARGS, "--rounds", "6", "--out", str(folder), "--overwrite"]) == 130
-    assert sorted(os.listdir(folder)) == ["config.json", "metrics.csv"]
+    # the new run's files only: costs.csv is made with its header when a run starts (the old rows are gone)
+    assert sorted(os.listdir(folder)) == ["config.json", "costs.csv", "metrics.csv"]
+    assert (folder / "costs.csv").read_text() == "round,direction,key,values,bytes\n"
     assert json.loads((folder / "config.json").read_text())["algo"] == "comfedl"
     monkeypatch.undo()
     assert main(["--resume", str(folder)]) == 2

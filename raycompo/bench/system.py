@@ -14,8 +14,9 @@ size of a checkpoint as a run goes on.
    checkpoint (`Federation.checkpoint`, as torch saves it) and of the system's part at each
    round of `--rounds`, and the ratio of the last to the first (target: within 1.3x from
    round 100 to round 300: the system's state is bounded, see raycompo/system/counters.py).
-   The ledger's part is printed beside it: its per-round breakdown (costs.csv's rows) is
-   kept until the run ends, O(rounds).
+   The ledger's part is printed beside it: its cumulative counts and the number of
+   costs.csv rows written (the rows themselves are appended to costs.csv round by round,
+   raycompo/costs_file.py), O(1) in the rounds.
 
 Figures are printed, never asserted.
 """
@@ -117,5 +118,5 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r:6d} {whole:11d} {part:9d} {led:9d}", flush=True)
         if len(sizes) > 1:
             print(f"round {sizes[-1][0]} / round {sizes[0][0]}: checkpoint {sizes[-1][1] / sizes[0][1]:.3f}x, "
-                  f"system {sizes[-1][2] / sizes[0][2]:.3f}x (target <= 1.3x)")
+                  f"system {sizes[-1][2] / sizes[0][2]:.3f}x, ledger {sizes[-1][3] / sizes[0][3]:.3f}x (target <= 1.3x)")
     return 0

@@ -23,7 +23,7 @@ import torch
 
 from raycompo.budget import Budget, check_budget
 from raycompo.config import Resolved, RunConfig, resolve
-from raycompo.costs import ExchangeCost
+from raycompo.costs import BREAKDOWN_KEY, ExchangeCost
 from raycompo.engine.asynchronous import AsyncServer
 from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.pools import Pool, make_pool
@@ -271,7 +271,7 @@ class Federation:
             self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, counted=True), self.w, self.state)
             self.system.end_round()
         self.round += 1
-        self.ledger.close_round(self.round)
+        breakdown = self.ledger.close_round(self.round)
         if self.transforms is not None:
             self.transforms.close_round(self.round)
         round_time = time.perf_counter() - t0
@@ -288,6 +288,7 @@ class Federation:
             isinstance(v, float) and not math.isfinite(v) for k, v in row.items() if "loss" in k
         )
         row.update(costs)  # after the columns that existed before them
+        row[BREAKDOWN_KEY] = breakdown  # costs.csv's rows of this round (taken out by the run loop)
         if stopped:
             row["stopped"] = stopped  # the last row only: not a metrics.csv column
         return row
@@ -301,11 +302,6 @@ class Federation:
             if rows[-1]["diverged"] or rows[-1].get("stopped"):
                 break
         return rows
-
-    def cost_breakdown(self) -> list[dict[str, Any]]:
-        """The ledger's per-key costs by round: {round, direction ('down' / 'up'), key,
-        values, bytes}, one per (round, direction, key) (the run folder's costs.csv)."""
-        return self.ledger.breakdown()
 
     def global_model(self) -> torch.Tensor:
         return self.w

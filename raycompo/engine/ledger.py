@@ -19,8 +19,10 @@ the cohort, as the protocol would send it (not as hosts pre-reduce contributions
 Hosts count their members' contributions and samples where they run them
 (`MemberCosts`): O(m) per exchange, from tensor shapes only, never their
 data. The `Ledger` keeps the cumulative totals (the metrics.csv columns `samples`, `oracle_calls`,
-`values_up`, `values_down`, `bytes_up`, `bytes_down`, `exchanges`) and the per-key
-breakdown by round (`costs.csv`); both survive checkpoints.
+`values_up`, `values_down`, `bytes_up`, `bytes_down`, `exchanges`), which survive
+checkpoints, and the per-key breakdown of the round in progress: `close_round` hands a
+round's rows out (the run loop appends them to the run folder's `costs.csv`) and keeps
+only their count, so that its checkpointed state does not grow with the rounds.
 """
 
 from __future__ import annotations
@@ -30,16 +32,13 @@ from typing import Any
 
 import torch
 
-from raycompo.costs import LEDGER_COLUMNS, ExchangeCost
+from raycompo.costs import BREAKDOWN_COLUMNS, LEDGER_COLUMNS, ExchangeCost
 
 NUMBER_BYTES = 8
 """Bytes of a Python number (bool, int, float) in a payload or contribution: 64 bits."""
 
 COLUMNS = LEDGER_COLUMNS
 """The cumulative cost columns of metrics.csv, in order (named once, in `raycompo.costs`)."""
-
-BREAKDOWN_COLUMNS = ("round", "direction", "key", "values", "bytes")
-"""The columns of the per-key breakdown (the run folder's costs.csv)."""
 
 
 def count_values(obj: Any) -> tuple[int, int]:
@@ -144,13 +143,15 @@ def exchange_cost(round_: int, phase: str, index: int, counts: dict[int, int], p
 
 
 class Ledger:
-    """Cumulative costs of a run: the totals (`COLUMNS`) and, by round, the per-key values
-    and bytes in each direction (`breakdown`). Its `state()` goes into checkpoints."""
+    """Cumulative costs of a run: the totals (`COLUMNS`) and the per-key values and bytes in
+    each direction of the round in progress (handed out by `close_round`). Its `state()`
+    goes into checkpoints."""
 
     def __init__(self) -> None:
         self.totals: dict[str, int] = dict.fromkeys(COLUMNS, 0)
-        self.rows: list[tuple[int, str, str, int, int]] = []
-        """(round, direction, key, values, bytes), one per (round, direction, key)."""
+        self.closed_rows = 0
+        """How many breakdown rows the closed rounds had (costs.csv holds them, not the
+        ledger): a resume checks the file against it."""
         self._open: dict[tuple[int, str, str], list[int]] = {}
         self._next_index: dict[int, int] = {}
 
@@ -177,29 +178,32 @@ class Ledger:
             acc[0] += amount["values"]
             acc[1] += amount["bytes"]
 
-    def close_round(self, round_: int) -> None:
-        """Move round `round_`'s per-key sums into `rows` (called once the round ended)."""
-        for (r, direction, key), (v, b) in sorted(self._open.items()):
-            if r == round_:
-                self.rows.append((r, direction, key, v, b))
+    def close_round(self, round_: int) -> list[dict[str, Any]]:
+        """Round `round_`'s per-key sums (called once the round ended), as breakdown rows
+        {round, direction, key, values, bytes} sorted by direction and key; the caller
+        writes them (costs.csv), the ledger only counts them (`closed_rows`)."""
+        rows = [dict(zip(BREAKDOWN_COLUMNS, (r, direction, key, v, b)))
+                for (r, direction, key), (v, b) in sorted(self._open.items()) if r == round_]
+        self.closed_rows += len(rows)
         self._open = {k: v for k, v in self._open.items() if k[0] != round_}
         self._next_index.pop(round_, None)
-
-    def breakdown(self) -> list[dict[str, Any]]:
-        """The closed per-key rows as dicts: round, direction, key, values, bytes."""
-        return [dict(zip(BREAKDOWN_COLUMNS, r)) for r in self.rows]
+        return rows
 
     def columns(self) -> dict[str, int]:
         """The cumulative columns of a metrics row."""
         return dict(self.totals)
 
     def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps: the totals and the closed per-key rows."""
-        return {"totals": dict(self.totals), "rows": [list(r) for r in self.rows]}
+        """What a checkpoint keeps: the totals and the number of breakdown rows written so
+        far (not the rows: the state's size does not grow with the rounds)."""
+        return {"totals": dict(self.totals), "breakdown_rows": self.closed_rows}
 
     def load(self, state: dict[str, Any], round_: int) -> None:
-        """Continue from a checkpoint's `state()` taken at round `round_` (rows of later
-        rounds, if any, are dropped)."""
+        """Continue from a checkpoint's `state()` taken at round `round_` (a checkpoint from
+        before costs.csv was written per round holds the rows themselves: they are counted)."""
         self.totals = {c: int(state["totals"].get(c, 0)) for c in COLUMNS}
-        self.rows = [(int(r), str(d), str(k), int(v), int(b)) for r, d, k, v, b in state["rows"] if int(r) <= round_]
+        if "rows" in state:
+            self.closed_rows = sum(1 for r in state["rows"] if int(r[0]) <= round_)
+        else:
+            self.closed_rows = int(state.get("breakdown_rows", 0))
         self._open, self._next_index = {}, {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from raycompo.costs import BREAKDOWN_KEY
 from raycompo.observers import Observer, Row
 from raycompo.per_client import CLIENTS_KEY
 
@@ -49,9 +50,13 @@ def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], bound
 
 
 def emit(row: Row, observer: Observer) -> None:
-    """Give `row` to the observers; its evaluated clients' values (raycompo/per_client.py)
-    first, taken out of the row (they are not columns)."""
+    """Give `row` to the observers; its cost breakdown (costs.csv's rows, engine/ledger.py)
+    and its evaluated clients' values (raycompo/per_client.py) first, taken out of the row
+    (they are not columns)."""
     row.setdefault("diverged", False)
+    breakdown = row.pop(BREAKDOWN_KEY, None)
+    if breakdown is not None:
+        observer.on_costs(breakdown)
     clients = row.pop(CLIENTS_KEY, None)
     if clients is not None:
         observer.on_clients(clients)

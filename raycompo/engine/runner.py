@@ -17,6 +17,7 @@ from raycompo import lockfile, plugins
 from raycompo.backends import get_backend
 from raycompo.clients_file import read_clients
 from raycompo.config import RunConfig, resolve
+from raycompo.costs_file import resume_rows
 from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.ledger import BREAKDOWN_COLUMNS
@@ -28,7 +29,7 @@ from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
 from raycompo.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.per_client import ClientMetrics
-from raycompo.results import COSTS_FILE, RunWriter, read_config
+from raycompo.results import RunWriter, read_config
 from raycompo.tasks.base import Task
 from raycompo.vectorize import resolved_plan
 
@@ -150,6 +151,8 @@ def run(
     fingerprint = checkpoint.fingerprint(resolved)
     start_ckpt, rows = checkpoint.resume_point(out, fingerprint, cfg.rounds) if resume and out else (None, [])
     start_round = int(start_ckpt["round"]) if start_ckpt is not None else 0
+    # costs.csv's rows up to the checkpoint, as many as its ledger counted (else refused, like metrics.csv)
+    cost_rows = resume_rows(out, start_round, start_ckpt.get("ledger")) if start_ckpt is not None and out else []
     if resume and out:
         changed = plugins.changed_code(read_config(out), resolved.task_cls, resolved.algo_cls)
         if changed:
@@ -184,14 +187,15 @@ def run(
     fed = None
     failures = 0
     writer = None
-    cost_rows: list[Row] = []
+    costs = KeptCosts(cost_rows)  # RunResult.costs (costs.csv holds the same rows)
     kept = KeptClients() if not out else None  # without a folder, RunResult.clients comes from memory
     marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
     try:
         with signals.deferred():  # a signal while the folder is made is raised once it can be marked
             if out:
-                writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None)
-            watch = marks = Observers([writer, kept, ckpt, live, Callback(progress) if progress else None, *observers])
+                writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None,
+                                   resume_costs=cost_rows if resume else None)
+            watch = marks = Observers([writer, kept, costs, ckpt, live, Callback(progress) if progress else None, *observers])
         if backend.uses_ray:
             # Checked against the cluster before any actor starts (a ConfigError, not a wait).
             plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
@@ -235,11 +239,9 @@ def run(
                         writer.truncate(last)
                     if kept is not None:
                         kept.records[:] = [c for c in kept.records if c.round <= last]
+                    costs.rows[:] = [r for r in costs.rows if r["round"] <= last]
                     # read back from disk when the run has a folder (see Checkpointer.latest)
                     restore_from = ckpt.latest()
-            cost_rows = fed.cost_breakdown()
-            if writer is not None:
-                writer.write_frames({COSTS_FILE: pd.DataFrame(cost_rows, columns=list(BREAKDOWN_COLUMNS))})
             if writer is not None and status == "completed":
                 writer.write_frames(fed.artifacts())
             watch.on_end(status, rows[-1] if rows else {})
@@ -257,7 +259,17 @@ def run(
         config = writer.config
     else:
         config.update(status=status, final=rows[-1] if rows else {}, rounds_done=int(rows[-1]["round"]) if rows else 0)
-    return RunResult(status, rows, config, out, cost_rows, kept.records if kept is not None else [])
+    return RunResult(status, rows, config, out, costs.rows, kept.records if kept is not None else [])
+
+
+class KeptCosts(Observer):
+    """The rows of costs.csv (those a resumed run kept, then each round's), for RunResult.costs."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        self.rows = list(rows)
+
+    def on_costs(self, rows: list[Row]) -> None:
+        self.rows += rows
 
 
 class KeptClients(Observer):
