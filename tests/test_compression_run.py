@@ -12,6 +12,7 @@ import torch
 
 import raycompo
 from raycompo.config import RunConfig, resolve
+from raycompo.costs import BREAKDOWN_KEY
 from raycompo.engine.federation import Federation
 from raycompo.engine.ledger import COLUMNS
 from raycompo.errors import ConfigError
@@ -45,7 +46,8 @@ def test_bytes_up_count_the_encoded_messages():
         # each member: nw's message (bits rounded up to bytes) and n as an 8-byte number
         assert rows[-1]["bytes_up"] == 2 * m * (math.ceil(per_member / 8) + 8), method
         assert rows[-1]["values_up"] == 2 * m * (d + 1)
-        assert {(r["key"], r["bytes"]) for r in f.cost_breakdown() if r["direction"] == "up" and r["round"] == 1} == {
+        breakdown = rows[0][BREAKDOWN_KEY]  # round 1's per-key rows (costs.csv's)
+        assert {(r["key"], r["bytes"]) for r in breakdown if r["direction"] == "up" and r["round"] == 1} == {
             ("nw", m * math.ceil(per_member / 8)), ("n", m * 8)}
 
 
