@@ -276,5 +276,10 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     tables = None
     if profile is not None and task is not None:
         tables = check_profile(profile, cfg.seed, n_clients)  # its files against the clients: an error now, not mid-run
+        m = getattr(algo_settings, "clients_per_round", None)
+        if tables.trace is not None and isinstance(m, int):
+            from raycompo.system.availability import check_cohort
+
+            check_cohort(len(tables.trace), m, profile.availability.trace)
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
                     vectorized if task is not None else None, profile, tables)

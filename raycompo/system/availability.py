@@ -27,6 +27,7 @@ import math
 from raycompo.errors import ConfigError
 from raycompo.system import draws
 from raycompo.system.csv_file import csv_reader
+from raycompo.system.profile import RANGES
 from raycompo.system.profile import Availability as Spec
 
 DAY_S = 86400.0
@@ -178,8 +179,9 @@ def read_trace(path: str, n_clients: int, period_s: float | None) -> dict[int, t
             if not 0 <= c < n_clients:
                 raise ConfigError(f"{where}: line {line}: client {c} does not exist (the task has clients "
                                   f"0..{n_clients - 1})")
-            if not (math.isfinite(a) and math.isfinite(b) and 0 <= a < b):
-                raise ConfigError(f"{where}: line {line}: an interval needs 0 <= start_s < end_s, got {a:g}, {b:g}")
+            if not (math.isfinite(a) and math.isfinite(b) and 0 <= a < b <= RANGES["time_s"][1]):
+                raise ConfigError(f"{where}: line {line}: an interval needs 0 <= start_s < end_s <= "
+                                  f"{RANGES['time_s'][1]:g} (seconds), got {a:g}, {b:g}")
             if period_s is not None and b > period_s:
                 raise ConfigError(f"{where}: line {line}: end_s {b:g} is past the trace's period_s {period_s:g}")
             spans.setdefault(c, []).append((a, b))
@@ -196,6 +198,14 @@ def read_trace(path: str, n_clients: int, period_s: float | None) -> dict[int, t
                 merged.append([a, b])
         out[c] = ([m[0] for m in merged], [m[1] for m in merged])
     return out
+
+
+def check_cohort(named: int, m: int, path: str | None, setting: str = "clients_per_round") -> None:
+    """ConfigError when a trace names fewer clients (`named`) than a cohort of `m` needs:
+    only the clients it names are ever online, so no round could be filled."""
+    if named < m:
+        raise ConfigError(f"availability trace {path} names {named} client(s), and a round's cohort needs "
+                          f"{setting}={m} online clients: list at least {m} clients in the trace, or lower {setting}")
 
 
 def make_availability(spec: Spec, seed: int, n_clients: int,

@@ -120,8 +120,9 @@ class Profile:
     """One line on what it models (shown by `python -m raycompo.run --list`)."""
 
     def record(self) -> dict[str, Any]:
-        """Plain JSON values: what config.json and the checkpoint fingerprint hold."""
-        return asdict(self)
+        """Plain JSON values of what the run uses (`used`): what config.json and the
+        checkpoint fingerprint hold."""
+        return used(asdict(self))
 
     @property
     def plain_selection(self) -> bool:
@@ -132,6 +133,65 @@ class Profile:
 
 
 KINDS = ("always", "bernoulli", "diurnal", "trace")
+KIND_FIELDS = {"always": (), "bernoulli": ("p", "slot_s"), "diurnal": ("online_hours", "start_hour", "p_day"),
+               "trace": ("trace", "period_s", "trace_sha256")}
+"""The fields of `Availability` each kind uses."""
+DRAWN = ("classes", "flops_sigma", "uplink_bytes_per_s", "downlink_bytes_per_s", "latency_s")
+"""The fields of `Devices` a device CSV replaces (the distributions devices are drawn from)."""
+
+
+def used(record: dict[str, Any]) -> dict[str, Any]:
+    """A profile's record (`dataclasses.asdict` of a Profile, or a record that already went
+    through here) with only the fields the run uses: with a device CSV, not the drawn
+    distributions it replaces (nor the CSV fields without one); of availability, its kind's
+    fields. Two records describe the same system exactly when their `used` are equal."""
+    out = dict(record)
+    if isinstance(out.get("devices"), dict):
+        dev = dict(out["devices"])
+        drop = DRAWN if dev.get("csv") is not None else ("csv", "csv_sha256")
+        out["devices"] = {k: v for k, v in dev.items() if k not in drop}
+    if isinstance(out.get("availability"), dict):
+        av = out["availability"]
+        keep = ("kind", *KIND_FIELDS.get(av.get("kind"), tuple(av)))
+        out["availability"] = {k: v for k, v in av.items() if k in keep}
+    return out
+
+
+FILE_DIGESTS = {"csv_sha256": "csv", "trace_sha256": "trace"}
+"""A file's digest in a record -> the record's field holding the file's path."""
+
+
+def changes(was: dict[str, Any], now: dict[str, Any], at: str = "") -> list[str]:
+    """What differs between two profile records (`Profile.record`), field by field and
+    briefly: 'devices.classes[0].flops 1e+09 then, 2e+09 now', or 'the device CSV
+    /x/d.csv was edited (its sha256 differs)'. Empty when they describe the same system."""
+    if at == "":
+        was, now = used(was), used(now)
+    out: list[str] = []
+    if isinstance(was, dict) and isinstance(now, dict):
+        for k in [*was, *(k for k in now if k not in was)]:
+            a, b = was.get(k), now.get(k)
+            if a == b:
+                continue
+            if k in FILE_DIGESTS and was.get(FILE_DIGESTS[k]) == now.get(FILE_DIGESTS[k]) and a and b:
+                what = "device CSV" if k == "csv_sha256" else "availability trace"
+                out.append(f"the {what} {now.get(FILE_DIGESTS[k])} was edited (its sha256 differs)")
+            else:
+                out += changes(a, b, f"{at}.{k}" if at else str(k))
+        return out
+    if isinstance(was, list) and isinstance(now, list) and len(was) == len(now):
+        for i, (a, b) in enumerate(zip(was, now)):
+            out += changes(a, b, f"{at}[{i}]")
+        return out
+    if was != now:
+        out.append(f"{at} {_brief(was)} then, {_brief(now)} now")
+    return out
+
+
+def _brief(value: Any) -> str:
+    text = f"{value:g}" if isinstance(value, float) else "(none)" if value is None else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
 MIN_P = 0.001
 """The smallest probability of being online (Bernoulli `p`, diurnal `p_day`) a profile takes:
 below it `next_online` could not find a client's next slot or day in bounded time."""
@@ -245,25 +305,85 @@ def _known(data: dict, accepted: tuple[str, ...], where: str) -> None:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(accepted)}")
 
 
+RANGES = {
+    "flops": (1.0, 1e20),
+    "weight": (0.0, math.inf),
+    "bytes_per_s": (1.0, 1e15),
+    "latency_s": (0.0, 1e5),
+    "flop_per_sample_per_param": (0.0, 1e9),
+    "slot_s": (1e-3, 1e12),
+    "period_s": (1e-3, 1e12),
+    "time_s": (0.0, 1e12),
+    "deadline_s": (0.0, 1e12),
+}
+"""(lowest, highest) value of each kind of quantity a profile, a device CSV or a trace
+takes. Wide enough for any device (1 FLOP/s to 1e20, 1 B/s to 1 PB/s, a day of latency),
+narrow enough that every product the clock forms (samples * FLOP per sample / FLOP/s,
+bytes / bandwidth, a slot index t / slot_s) stays a finite float."""
+
+MAX_ATTEMPTS = 1000
+"""The most abandoned rounds in a row `selection.max_attempts` may allow: each attempt
+draws a cohort again, so a deadline no client meets is reported within bounded work."""
+
+
+def as_number(value: Any) -> float | None:
+    """`value` as a float when it is a number or a string a person writes as one ('1e9',
+    '1.0e9', '1_000', '2.5E+3': YAML 1.1 readers such as PyYAML leave 1e9 and 1.0e9 as
+    strings); None otherwise (a boolean, any other string or type)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float
+            return math.inf
+    return None
+
+
+NUMBER_FORMS = "e.g. 6, 0.05, 1e9, 1.0e+9, 1_000"
+
+
 def number(value: Any, key: str, where: str, low: float = 0.0, strict: bool = True, high: float = math.inf) -> float:
-    """`value` as a finite float in (low, high] (or [low, high] when not `strict`)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{where}: {key} must be a finite number, got {value!r}")
-    if value < low or (strict and value == low) or value > high:
+    """`value` (a number, or a string written as one: `as_number`) as a finite float in
+    (low, high] (or [low, high] when not `strict`)."""
+    x = as_number(value)
+    if x is None or not math.isfinite(x):
+        raise ConfigError(f"{where}: {key} must be a finite number ({NUMBER_FORMS}), got {value!r}")
+    if x < low or (strict and x == low) or x > high:
         span = f"{'(' if strict else '['}{low:g}, {high:g}]"
         raise ConfigError(f"{where}: {key} must be in {span}, got {value!r}")
-    return float(value)
+    return x
 
 
-def _spread(value: Any, key: str, where: str, strict: bool = True) -> Spread:
-    """A number (the same for every client) or {median, sigma}; `strict`: the median > 0."""
+def ranged(value: Any, key: str, where: str, kind: str, strict: bool = False) -> float:
+    """`number` within `RANGES[kind]` (the lower end excluded when `strict`)."""
+    low, high = RANGES[kind]
+    return number(value, key, where, low=low, strict=strict, high=high)
+
+
+def integer(value: Any, key: str, where: str, low: int, high: int) -> int:
+    """`value` (an integer, or a number or string of an integral value: 20, 20.0, '1e3') as
+    an int in [low, high]."""
+    x = as_number(value)
+    if x is None or not math.isfinite(x) or x != int(x) or not low <= x <= high:
+        raise ConfigError(f"{where}: {key} must be an integer in [{low}, {high}], got {value!r}")
+    return int(x)
+
+
+def _spread(value: Any, key: str, where: str, kind: str) -> Spread:
+    """A number (the same for every client) or {median, sigma}; the median in `RANGES[kind]`."""
     if isinstance(value, dict):
         _known(value, ("median", "sigma"), f"{where}: {key}")
         if "median" not in value:
             raise ConfigError(f"{where}: {key} needs a median")
-        return Spread(number(value["median"], f"{key}.median", where, strict=strict),
+        return Spread(ranged(value["median"], f"{key}.median", where, kind),
                       number(value.get("sigma", 0.0), f"{key}.sigma", where, strict=False, high=5.0))
-    return Spread(number(value, key, where, strict=strict))
+    return Spread(ranged(value, key, where, kind))
 
 
 def _file(value: Any, key: str, where: str, base: Path) -> tuple[str, str]:
@@ -299,19 +419,24 @@ def _devices(d: dict, where: str, base: Path) -> Devices:
             _known(c, ("name", "weight", "flops"), at)
             if not isinstance(c.get("name"), str) or not c["name"]:
                 raise ConfigError(f"{at}: name must be a non-empty string, got {c.get('name')!r}")
-            parsed.append(DeviceClass(c["name"], number(c.get("weight", 1.0), "weight", at),
-                                      number(c.get("flops"), "flops", at)))
+            parsed.append(DeviceClass(c["name"], ranged(c.get("weight", 1.0), "weight", at, "weight", strict=True),
+                                      ranged(c.get("flops"), "flops", at, "flops")))
         classes = tuple(parsed)
+    both = [k for k in DRAWN if k in d]
+    if "csv" in d and both:
+        raise ConfigError(f"{where}: csv replaces the drawn devices ({', '.join(DRAWN)}); give the csv or "
+                          f"{', '.join(both)}, not both")
     csv, digest = _file(d["csv"], "csv", where, base) if "csv" in d else (None, None)
     return Devices(
         classes=classes,
         flops_sigma=number(d.get("flops_sigma", 0.0), "flops_sigma", where, strict=False, high=5.0),
-        uplink_bytes_per_s=_spread(d.get("uplink_bytes_per_s", default.uplink_bytes_per_s.median), "uplink_bytes_per_s", where),
+        uplink_bytes_per_s=_spread(d.get("uplink_bytes_per_s", default.uplink_bytes_per_s.median), "uplink_bytes_per_s",
+                                   where, "bytes_per_s"),
         downlink_bytes_per_s=_spread(d.get("downlink_bytes_per_s", default.downlink_bytes_per_s.median),
-                                     "downlink_bytes_per_s", where),
-        latency_s=_spread(d.get("latency_s", default.latency_s.median), "latency_s", where, strict=False),
-        flop_per_sample_per_param=number(d.get("flop_per_sample_per_param", 6.0), "flop_per_sample_per_param", where,
-                                         strict=False),
+                                     "downlink_bytes_per_s", where, "bytes_per_s"),
+        latency_s=_spread(d.get("latency_s", default.latency_s.median), "latency_s", where, "latency_s"),
+        flop_per_sample_per_param=ranged(d.get("flop_per_sample_per_param", 6.0), "flop_per_sample_per_param", where,
+                                         "flop_per_sample_per_param"),
         csv=csv, csv_sha256=digest,
     )
 
@@ -328,7 +453,7 @@ def _availability(d: dict, where: str, base: Path) -> Availability:
         if p < MIN_P:
             raise ConfigError(f"{where}: p={p:g} means no client is ever online (or too rarely to simulate); "
                               f"give p in [{MIN_P:g}, 1]")
-        return Availability(kind, p=p, slot_s=number(d.get("slot_s", 600.0), "slot_s", where))
+        return Availability(kind, p=p, slot_s=ranged(d.get("slot_s", 600.0), "slot_s", where, "slot_s"))
     if kind == "diurnal":
         hours = number(d.get("online_hours", 6.0), "online_hours", where, strict=False, high=24.0)
         p_day = number(d.get("p_day", 1.0), "p_day", where, strict=False, high=1.0)
@@ -343,18 +468,15 @@ def _availability(d: dict, where: str, base: Path) -> Availability:
         path, digest = _file(d["path"], "path", where, base)
         period = d.get("period_s")
         return Availability(kind, trace=path, trace_sha256=digest,
-                            period_s=None if period is None else number(period, "period_s", where))
+                            period_s=None if period is None else ranged(period, "period_s", where, "period_s"))
     return Availability(kind)
 
 
 def _selection(d: dict, where: str) -> Selection:
     _known(d, ("over_selection", "deadline_s", "max_attempts"), where)
     deadline = d.get("deadline_s")
-    attempts = d.get("max_attempts", 20)
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise ConfigError(f"{where}: max_attempts must be an integer >= 1, got {attempts!r}")
     return Selection(
         over_selection=number(d.get("over_selection", 1.0), "over_selection", where, low=1.0, strict=False, high=100.0),
-        deadline_s=None if deadline is None else number(deadline, "deadline_s", where),
-        max_attempts=attempts,
+        deadline_s=None if deadline is None else ranged(deadline, "deadline_s", where, "deadline_s", strict=True),
+        max_attempts=integer(d.get("max_attempts", 20), "max_attempts", where, 1, MAX_ATTEMPTS),
     )

@@ -15,7 +15,7 @@ from typing import Any
 from raycompo.costs import ExchangeCost
 from raycompo.errors import ConfigError
 from raycompo.system import draws
-from raycompo.system.availability import make_availability, read_trace
+from raycompo.system.availability import check_cohort, make_availability, read_trace
 from raycompo.system.clock import Workload, exchange_workload, predicted_time
 from raycompo.system.deadline import candidates_for, choose
 from raycompo.system.devices import Device, DeviceModel, read_devices_csv
@@ -109,6 +109,8 @@ class System:
             self._members.update(cohort)
             return cohort
         sel = self.profile.selection
+        if self.availability.population is not None:  # a trace: only the clients it names are ever online
+            check_cohort(len(self.availability.population), m, self.profile.availability.trace, "the cohort size")
         fastest = float("inf")
         for attempt in range(sel.max_attempts):
             candidates, start = self._candidates(m, stream, attempt)
