@@ -69,6 +69,11 @@ class RunConfig:
     ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds
     the columns sim_time, dropped and wasted_s, and draws cohorts among online clients.
     None: no system, no such columns."""
+    threads: int | None = None
+    """Torch threads of the process that runs the rounds (the inline backend, a local
+    driver). Sums of floats depend on how they are split over threads, so a resumed run uses
+    the threads of the run it continues: the engine records the number used (this
+    process's when None) and `--resume` sets it again."""
     budget: dict[str, float] = field(default_factory=dict)
     """End the run (status 'completed') at the first round whose cumulative cost column
     reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/budget.py). Empty:
@@ -221,7 +226,7 @@ FIELD_TYPES = {
     "backend": Arg(("str",)), "clients_per_actor": Arg(("int",), none=True), "cpus_per_actor": _NUMBER,
     "gpus_per_actor": _NUMBER, "eval_every": _INT, "data_dir": Arg(("str",), none=True), "host_timeout_s": _NUMBER,
     "eval_clients": Arg(("int",), none=True), "state_memory_gb": Arg(("number",), none=True),
-    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER,
+    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER, "threads": Arg(("int",), none=True),
 }
 """The type of each RunConfig field (raycompo.arguments), checked by `resolve`."""
 
@@ -249,6 +254,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
+    require(cfg.threads is None or cfg.threads >= 1, f"threads must be >= 1, got {cfg.threads}")
     check_budget(cfg.budget, getattr(cfg, "system", None))
     from raycompo.system import check_profile, load_profile
 
