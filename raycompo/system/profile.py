@@ -23,8 +23,8 @@ selection policy are. A built-in name (`PROFILES`) or a YAML file of the same sh
       deadline_s: 300
       max_attempts: 20
 
-Every field is checked (type, range); an unknown key is refused with the accepted ones
-named. Relative file paths are read from the YAML file's folder. Everything read from disk
+Every field is checked (type, range: `RANGES`); an unknown key is refused with the accepted
+ones named. A number may be written in any form (1e9, 1.0e9, 1_000: `as_number`). Relative file paths are read from the YAML file's folder. Everything read from disk
 is untrusted: a malformed file is a `ConfigError` naming it.
 """
 
