@@ -200,12 +200,15 @@ def read_trace(path: str, n_clients: int, period_s: float | None) -> dict[int, t
     return out
 
 
-def check_cohort(named: int, m: int, path: str | None, setting: str = "clients_per_round") -> None:
+def check_cohort(named: int, m: int, path: str | None, setting: str | None = "clients_per_round") -> None:
     """ConfigError when a trace names fewer clients (`named`) than a cohort of `m` needs:
-    only the clients it names are ever online, so no round could be filled."""
+    only the clients it names are ever online, so no round could be filled. `setting`: the
+    setting that asks for m, named in the message."""
     if named < m:
-        raise ConfigError(f"availability trace {path} names {named} client(s), and a round's cohort needs "
-                          f"{setting}={m} online clients: list at least {m} clients in the trace, or lower {setting}")
+        asked = f" ({setting}={m})" if setting else ""
+        lower = f", or lower {setting}" if setting else ""
+        raise ConfigError(f"availability trace {path} names {named} client(s), and a round's cohort needs {m} online "
+                          f"clients{asked}: list at least {m} clients in the trace{lower}")
 
 
 def make_availability(spec: Spec, seed: int, n_clients: int,

@@ -110,7 +110,7 @@ class System:
             return cohort
         sel = self.profile.selection
         if self.availability.population is not None:  # a trace: only the clients it names are ever online
-            check_cohort(len(self.availability.population), m, self.profile.availability.trace, "the cohort size")
+            check_cohort(len(self.availability.population), m, self.profile.availability.trace, None)
         fastest = float("inf")
         for attempt in range(sel.max_attempts):
             candidates, start = self._candidates(m, stream, attempt)
