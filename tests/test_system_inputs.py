@@ -169,3 +169,20 @@ def test_config_records_the_devices_used(tmp_path):
     drawn = raycompo.run("synthetic", "fedavg", rounds=1, system="mobile",
                          settings={"n_clients": 20, "clients_per_round": 5, "tau": 2, "max_samples": 60}).config
     assert "csv" not in drawn["system_profile"]["devices"] and len(drawn["system_profile"]["devices"]["classes"]) == 3
+
+
+def test_changes_between_records_are_named_briefly():
+    """What a refused resume names: a moved file by its path (not two digests), an edited one
+    as edited; a checkpoint's full record from before records kept only the used fields
+    describes the same system as the new one."""
+    import dataclasses
+
+    from raycompo.system.profile import Availability, Profile, changes
+
+    a = Profile("x", Devices(csv="/a/d.csv", csv_sha256="1" * 64), Availability("trace", trace="/t.csv",
+                                                                               trace_sha256="2" * 64))
+    b = Profile("x", Devices(csv="/b/d.csv", csv_sha256="3" * 64), Availability("trace", trace="/t.csv",
+                                                                               trace_sha256="4" * 64))
+    assert changes(a.record(), b.record()) == ["devices.csv /a/d.csv then, /b/d.csv now",
+                                               "the availability trace /t.csv was edited (its sha256 differs)"]
+    assert changes(dataclasses.asdict(a), a.record()) == []

@@ -173,9 +173,10 @@ def changes(was: dict[str, Any], now: dict[str, Any], at: str = "") -> list[str]
             a, b = was.get(k), now.get(k)
             if a == b:
                 continue
-            if k in FILE_DIGESTS and was.get(FILE_DIGESTS[k]) == now.get(FILE_DIGESTS[k]) and a and b:
-                what = "device CSV" if k == "csv_sha256" else "availability trace"
-                out.append(f"the {what} {now.get(FILE_DIGESTS[k])} was edited (its sha256 differs)")
+            if k in FILE_DIGESTS and a and b:
+                if was.get(FILE_DIGESTS[k]) == now.get(FILE_DIGESTS[k]):  # (another path: said by its own field)
+                    what = "device CSV" if k == "csv_sha256" else "availability trace"
+                    out.append(f"the {what} {now.get(FILE_DIGESTS[k])} was edited (its sha256 differs)")
             else:
                 out += changes(a, b, f"{at}.{k}" if at else str(k))
         return out
