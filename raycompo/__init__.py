@@ -25,9 +25,10 @@ A task or algorithm is named the same way everywhere (Python, `--task`/`--algo`,
 sweep's keys): a registered name, 'path/to/file.py:ClassName',
 'package.module:ClassName', or (Python) the class itself; see `raycompo.plugins`.
 
-The package, layer by layer from the bottom (each imports only from its own layer and those
-above it in this list; `a | b`: siblings that do not import each other; checked in CI by
-`lint-imports`, see docs/architecture.md):
+The package, layer by layer from the bottom. A part imports only from itself and the layers
+above it in this list, never from a sibling: `a | b` share a layer and must not import each
+other. Every import counts: inside a function, by a name (importlib) or through this facade
+(checked in CI by `lint-imports` and tests/test_layers.py, see docs/architecture.md):
 
   errors               user-facing errors
   per_client           one evaluation's per-client values and their spread over clients

@@ -215,7 +215,7 @@ def resume(
                 raise ConfigError(f"raycompo.resume: the run in {out} used the {kind} {recorded}, not "
                                   f"{cls.__qualname__}; pass the class the run used")
             remember({(kind, recorded): cls})
-    done = finished(out, cfg.rounds)
+    done = finished(out, cfg.rounds, cfg.budget)
     if done is not None:  # completed, no more rounds asked for: its result, nothing to run
         from raycompo.engine.runner import RunResult
 

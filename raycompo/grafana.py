@@ -130,16 +130,54 @@ def queries(dashboard: dict[str, Any], chosen: dict[str, list[str] | None], scra
 
 def prometheus_get(url: str, path: str, params: dict[str, str], timeout: float = 10.0) -> Any:
     """GET `path` of the Prometheus HTTP API at `url`; its `data` (a RuntimeError with
-    Prometheus's error otherwise)."""
+    Prometheus's error, or saying that the reply is not the Prometheus API's, otherwise)."""
+    import urllib.error
     import urllib.parse
     import urllib.request
 
     full = url.rstrip("/") + path + "?" + urllib.parse.urlencode(params)
-    with urllib.request.urlopen(full, timeout=timeout) as reply:
-        body = json.loads(reply.read().decode())
+    try:
+        with urllib.request.urlopen(full, timeout=timeout) as reply:
+            text = reply.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:  # Prometheus answers a bad query with 400 and its error in JSON
+        text = exc.read().decode(errors="replace")
+        if not text.lstrip().startswith("{"):
+            raise
+    try:
+        body = json.loads(text)
+    except ValueError:
+        raise RuntimeError(f"{full}: not the Prometheus HTTP API (the reply is not JSON: {text[:60]!r})") from None
+    if not isinstance(body, dict) or "status" not in body:
+        raise RuntimeError(f"{full}: not the Prometheus HTTP API (expected a JSON object with a 'status', "
+                           f"got {text[:60]!r})")
     if body.get("status") != "success":
         raise RuntimeError(f"{full}: {body.get('errorType')}: {body.get('error')}")
+    if "data" not in body:
+        raise RuntimeError(f"{full}: not the Prometheus HTTP API (a 'success' reply without 'data')")
     return body["data"]
+
+
+def check_scrape_interval(scrape_s: Any, where: str = "scrape_s") -> float:
+    """The scrape interval in seconds: a finite number > 0 (ConfigError otherwise)."""
+    from raycompo.errors import ConfigError
+
+    if isinstance(scrape_s, bool) or not isinstance(scrape_s, (int, float)) or not math.isfinite(scrape_s) \
+            or scrape_s <= 0:
+        raise ConfigError(f"{where} must be a finite number of seconds > 0 (Grafana's default: 15), got {scrape_s!r}")
+    return float(scrape_s)
+
+
+def check_url(url: Any, where: str = "url") -> str:
+    """A Prometheus URL: http:// or https:// and a host (ConfigError otherwise)."""
+    from urllib.parse import urlsplit
+
+    from raycompo.errors import ConfigError
+
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{where} must be the URL of a Prometheus, http://HOST:PORT (e.g. http://127.0.0.1:9090), "
+                          f"got {url!r}")
+    return url
 
 
 def check_prometheus(url: str, *, scrape_s: float = 15.0, range_s: float = 1800.0,
@@ -147,12 +185,21 @@ def check_prometheus(url: str, *, scrape_s: float = 15.0, range_s: float = 1800.
     """Evaluate every query of the shipped panel at the Prometheus at `url` (its
     /api/v1/query), once with each variable at 'All' and once per run there (each
     combination of the variables' labels on their metric's series, as picking that run in
-    Grafana's menus would). Returns (query, number of series answered)."""
+    Grafana's menus would). Returns (query, number of series answered).
+
+    ConfigError for a `url` or `scrape_s` that cannot be right; RuntimeError when the
+    server's replies are not the Prometheus API's; OSError when it cannot be reached."""
+    check_url(url)
+    scrape_s = check_scrape_interval(scrape_s)
     dash = load_dashboard()
     names = variables(dash)
     runs: set[tuple[str, ...]] = set()
     for metric in {metric for metric, _ in names.values()}:
-        for series in prometheus_get(url, "/api/v1/series", {"match[]": metric}, timeout):
+        found = prometheus_get(url, "/api/v1/series", {"match[]": metric}, timeout)
+        if not isinstance(found, list) or not all(isinstance(s, dict) for s in found):
+            raise RuntimeError(f"{url}: not the Prometheus HTTP API (/api/v1/series answered {str(found)[:60]}, "
+                               "not a list of label sets)")
+        for series in found:
             runs.add(tuple(series.get(label, "") for _, label in names.values()))
     choices: list[dict[str, list[str] | None]] = [{name: None for name in names}]
     choices += [{name: [value] for name, value in zip(names, run)} for run in sorted(runs)]
@@ -160,7 +207,10 @@ def check_prometheus(url: str, *, scrape_s: float = 15.0, range_s: float = 1800.
     for chosen in choices:
         for q in queries(dash, chosen, scrape_s, range_s):
             data = prometheus_get(url, "/api/v1/query", {"query": q.promql}, timeout)
-            out.append((q, len(data.get("result", []))))
+            if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+                raise RuntimeError(f"{url}: not the Prometheus HTTP API (/api/v1/query answered {str(data)[:60]}, "
+                                   "not an object with a 'result' list)")
+            out.append((q, len(data["result"])))
     return out
 
 
@@ -200,7 +250,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from raycompo.errors import RaycompoError
 
-    if args.check:
+    try:
+        check_scrape_interval(args.scrape_interval, "--scrape-interval")
+        if args.check is not None:  # --check "" is a URL left empty, not "install"
+            check_url(args.check, "--check")
+    except RaycompoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check is not None:
         try:
             return report(args.check, args.scrape_interval)
         except (OSError, RuntimeError, ValueError) as exc:

@@ -39,6 +39,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -317,28 +318,54 @@ def _helpers(module: ModuleType, folder: Path, new: set[str]) -> list[ModuleType
 
 
 def ship(module: ModuleType) -> None:
-    """Have cloudpickle (Ray's, and the stand-alone one) pickle the classes of `module`'s
-    top-level package by value, unless it is raycompo or installed in site-packages
-    (then every node imports it itself)."""
+    """Have cloudpickle pickle the classes of `module`'s top-level package by value (the
+    stand-alone cloudpickle here, Ray's through the picklers the engine adds with
+    `add_pickler`), unless it is raycompo or installed in site-packages (then every node
+    imports it itself)."""
     top = module.__name__.split(".")[0]
     if top in ("__main__", "raycompo") or _installed(module):
         return
     target = sys.modules.get(top, module)
-    for pickler in _picklers():
-        try:
-            pickler.register_pickle_by_value(target)
-        except (ValueError, TypeError):
-            pass  # not in sys.modules under its name: pickled by value anyway
+    _standalone_pickler()
+    if target not in _SHIPPED:
+        _SHIPPED.append(target)
+    for register in _PICKLERS:
+        _register(register, target)
 
 
-def _picklers() -> list[Any]:
-    out = []
-    for name in ("ray.cloudpickle", "cloudpickle"):
-        try:
-            out.append(importlib.import_module(name))
-        except ImportError:
-            pass
-    return out
+_SHIPPED: list[ModuleType] = []
+"""The user's packages shipped by value so far, in order (for a pickler added later)."""
+
+_PICKLERS: list[Callable[[ModuleType], Any]] = []
+"""`register_pickle_by_value` of each cloudpickle that ships user code."""
+
+
+def add_pickler(register: Callable[[ModuleType], Any]) -> None:
+    """Ship user code by value through one more cloudpickle as well: `register` (its
+    `register_pickle_by_value`) is called for every package shipped so far and from now on.
+    The engine adds Ray's (`ray.cloudpickle`), since no layer below it imports Ray."""
+    if register not in _PICKLERS:
+        _PICKLERS.append(register)
+        for module in _SHIPPED:
+            _register(register, module)
+
+
+def _register(register: Callable[[ModuleType], Any], module: ModuleType) -> None:
+    try:
+        register(module)
+    except (ValueError, TypeError):
+        pass  # not in sys.modules under its name: pickled by value anyway
+
+
+@functools.cache
+def _standalone_pickler() -> None:
+    """The stand-alone cloudpickle, where installed, imported on the first `ship` (Ray's
+    own is added by the engine)."""
+    try:
+        import cloudpickle
+    except ImportError:  # pragma: no cover
+        return
+    add_pickler(cloudpickle.register_pickle_by_value)
 
 
 def _installed(module: ModuleType) -> bool:

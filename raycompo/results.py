@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from raycompo.budget import Budget
 from raycompo.clients_file import ClientsFile
 from raycompo.errors import ConfigError
 from raycompo.observers import Observer, Row
@@ -277,13 +278,23 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
     return new
 
 
-def finished(folder: str | Path, rounds: int) -> dict[str, Any] | None:
-    """config.json of the run in `folder` when it is completed with exactly `rounds` rounds
-    done (a resume has nothing left to do, as Ray Tune's restore of a finished experiment);
-    None otherwise."""
+def finished(folder: str | Path, rounds: int, budget: dict[str, float] | None = None) -> dict[str, Any] | None:
+    """config.json of the run in `folder` when a resume has nothing left to do (as Ray
+    Tune's restore of a finished experiment): it is completed with exactly `rounds` rounds
+    done, or its last row already reaches `budget` (default: the run's own; a run its
+    budget stopped is not run a round past it). None otherwise."""
     stored = read_config(folder)
-    done = stored.get("rounds_done")
-    return stored if stored.get("status") == "completed" and done == rounds else None
+    if stored.get("status") != "completed":
+        return None
+    return stored if stored.get("rounds_done") == rounds or budget_reached(stored, budget) else None
+
+
+def budget_reached(stored: dict[str, Any], budget: dict[str, float] | None = None) -> str | None:
+    """'budget exchanges=2 reached (exchanges 2)' when the last row recorded in config.json
+    `stored` reaches `budget` (default: the run's own `budget`), else None."""
+    limits = stored.get("budget") if budget is None else budget
+    final = stored.get("final")
+    return Budget(limits).reached(final) if limits and isinstance(final, dict) else None
 
 
 DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "threads")

@@ -96,9 +96,12 @@ def progress_printer(total: int, metric: str, stream=None, mode: str = "auto"):
 def list_choices(task: str | None = None, algo: str | None = None) -> str:
     """The registered tasks and algorithms (built-in, and installed packages' entry points)
     with their settings; `task` / `algo` given as 'file.py:Class' or 'module:Class' specs
-    are listed too."""
+    are listed too. An algorithm's setting that a task sets otherwise (`Task.algo_defaults`)
+    is marked: with `task`, by the value a run on it uses; without, by the tasks that set
+    their own."""
     import dataclasses
 
+    from raycompo.config import algorithm_overrides
     from raycompo.plugins import (
         builtins,
         entry_points,
@@ -110,6 +113,9 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
     from raycompo.settings import field_docs
 
     lines = []
+    tasks = dict(sorted(list_tasks().items()))
+    if task:
+        tasks = {task: load("task", task)}
     for title, kind, reg, spec in (("tasks", "task", list_tasks(), task), ("algorithms", "algorithm", list_algorithms(), algo)):
         lines.append(f"{title}:")
         origin = {ep.name: f"  (package {ep.dist})" for ep in entry_points(kind) if ep.name not in builtins(kind)}
@@ -120,9 +126,17 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
         for name, cls in entries:
             lines.append(f"  {name}{origin.get(name, '')}")
             docs = field_docs(cls.Settings)
+            used = {t: algorithm_overrides(t_cls, cls, {}) for t, t_cls in tasks.items()} if kind == "algorithm" else {}
             for f in dataclasses.fields(cls.Settings):
                 default = f.default if f.default is not dataclasses.MISSING else "(required)"
-                lines.append(f"      {f.name} = {default!r}  {docs.get(f.name, '')}")
+                own = {t: v[f.name] for t, v in used.items() if f.name in v and v[f.name] != default}
+                if task and own:
+                    shown = f"{own[task]!r}  (task {task}'s; the algorithm's default: {default!r})"
+                elif own:
+                    shown = f"{default!r}  (tasks that set their own: {', '.join(f'{t} {v!r}' for t, v in own.items())})"
+                else:
+                    shown = repr(default)
+                lines.append(f"      {f.name} = {shown}  {docs.get(f.name, '')}")
     from raycompo.system import PROFILES
 
     lines.append("system profiles (--system NAME, or a YAML file; docs/system.md):")
@@ -179,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from raycompo.engine import run
     from raycompo.engine.signals import exit_code
-    from raycompo.results import finished
+    from raycompo.results import budget_reached, finished
 
     out = args.out
     try:
@@ -191,8 +205,12 @@ def main(argv: list[str] | None = None) -> int:
             raise RaycompoError(f"--max-failures must be >= 0, got {args.max_failures}")
         if args.resume:
             cfg, out = resume_config(args, sys.argv[1:] if argv is None else argv)
-            if finished(out, cfg.rounds) is not None:
-                print(f"nothing left to do: {out} is already completed ({cfg.rounds} rounds); "
+            done = finished(out, cfg.rounds, cfg.budget)
+            if done is not None:
+                reached = budget_reached(done, cfg.budget)
+                print(f"nothing left to do: {out} is already completed ({done.get('rounds_done')} rounds, {reached}); "
+                      "raise --budget to run more" if reached else
+                      f"nothing left to do: {out} is already completed ({cfg.rounds} rounds); "
                       f"pass --rounds N with N > {cfg.rounds} to run more")
                 return 0
         else:

@@ -5,11 +5,12 @@ the same model; it refuses what it does not compute."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from raycompo.bench import cohort
+from raycompo.bench import cohort, hand_batched
 from raycompo.bench.hand_batched import (
     HandBatchedFedAvg,
     hand_batched_seconds_per_round,
@@ -56,6 +57,19 @@ def test_it_refuses_what_it_does_not_compute():
         HandBatchedFedAvg(tiny)
 
 
-def test_seconds_per_round_are_measured():
-    t = hand_batched_seconds_per_round(small(), rounds=1, warmup=1)
-    assert t.wall > 0 and t.cpu >= 0
+def test_seconds_per_round_are_measured(monkeypatch):
+    """The clocks read around the timed rounds only (not the warm-up), divided by their
+    number: with clocks that a round moves by 0.5 s wall and 0.25 s CPU, exactly those."""
+    clock = {"wall": 100.0, "cpu": 7.0}
+    calls = []
+
+    def round_(self):
+        calls.append(self)
+        clock["wall"] += 0.5
+        clock["cpu"] += 0.25
+
+    monkeypatch.setattr(hand_batched, "time", SimpleNamespace(perf_counter=lambda: clock["wall"],
+                                                              process_time=lambda: clock["cpu"]))
+    monkeypatch.setattr(HandBatchedFedAvg, "round_", round_)
+    t = hand_batched_seconds_per_round(small(), rounds=3, warmup=2)
+    assert (t.wall, t.cpu) == (0.5, 0.25) and len(calls) == 5

@@ -106,6 +106,23 @@ def test_resume_with_a_larger_budget_continues_the_counts(tmp_path):
     assert list(frame["samples"]) == [k * SAMPLES_PER_ROUND for k in range(5)]
 
 
+def test_resuming_a_run_its_budget_stopped_runs_no_round_past_the_budget(tmp_path, capsys):
+    """issue 32: `--budget exchanges=2`, then `--resume` (twice) ran one more round each time.
+    A budget-stopped run has nothing left to do, from the command line and from Python."""
+    out = tmp_path / "r"
+    sets = [f"{k}={v}" for k, v in {**SMALL_DRO, "lr": 0.1, "tau": 2}.items()]
+    args = ["--task", "dro-mnist5k", "--algo", "fedavg", "--rounds", "10", "--backend", "inline", "--quiet", "--set", *sets]
+    assert main([*args, "--budget", "exchanges=2", "--out", str(out)]) == 0
+    before = (out / "metrics.csv").read_text()
+    capsys.readouterr()
+    for _ in range(2):
+        assert main(["--resume", str(out), "--quiet"]) == 0
+        said = capsys.readouterr().out
+        assert said.startswith(f"nothing left to do: {out} is already completed (2 rounds, budget exchanges=2 reached")
+    result = raycompo.resume(out)
+    assert result.status == "completed" and [r["exchanges"] for r in result.rows] == [0, 1, 2]
+    assert (out / "metrics.csv").read_text() == before
+
 def test_a_sim_time_budget_with_a_simulated_system():
     free = small_run(rounds=5, system="uniform")
     times = [r["sim_time"] for r in free.rows]

@@ -7,6 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
+import raycompo
 from raycompo.run import EXIT_BAD_INPUT, EXIT_DIVERGED, main
 
 SMALL = ["n_clients=4", "big_client_size=60", "small_client_size=20", "val_per_client=40"]
@@ -95,3 +96,53 @@ def test_module_entry_point_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "round    2/2" in proc.stderr and "done: drfl" in proc.stdout
+
+
+def listed_settings(text: str) -> dict[str, dict[str, str]]:
+    """--list's algorithms section: algorithm -> setting -> the text after '='."""
+    out: dict[str, dict[str, str]] = {}
+    algo = None
+    for line in text.split("\nalgorithms:\n", 1)[1].split("\nsystem profiles", 1)[0].splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            algo = line.split()[0]
+            out[algo] = {}
+        elif line.startswith("      ") and algo:
+            key, _, rest = line.strip().partition(" = ")
+            out[algo][key] = rest
+    return out
+
+
+def test_list_with_a_task_shows_the_settings_a_run_on_it_uses(capsys):
+    """issue 33: --list showed an algorithm's default (batch 32) where the task sets its
+    own (synthetic: 10). Each algorithm that runs on the task: the listed value is the one
+    resolve() gives a run with no --set, and an override names the algorithm's default."""
+    import ast
+    import dataclasses
+
+    from raycompo.config import RunConfig, resolve
+
+    assert main(["--list", "--task", "synthetic"]) == 0
+    listed = listed_settings(capsys.readouterr().out)
+    checked = 0
+    for algo, fields in listed.items():
+        try:
+            used = dataclasses.asdict(resolve(RunConfig(task="synthetic", algo=algo), check_clients=False).algo_settings)
+        except raycompo.ConfigError:
+            continue  # an algorithm for another kind of task
+        declared = {f.name: f.default for f in dataclasses.fields(raycompo.list_algorithms()[algo].Settings)}
+        for key, text in fields.items():
+            value = ast.literal_eval(text.split("  ")[0])
+            assert value == used[key], (algo, key, text)
+            if used[key] != declared[key]:
+                assert f"(task synthetic's; the algorithm's default: {declared[key]!r})" in text, (algo, key, text)
+        checked += 1
+    assert checked >= 5 and listed["fedavg"]["batch_size"].startswith("10  (task synthetic's; the algorithm's default: 32)")
+
+
+def test_list_without_a_task_marks_the_settings_tasks_set(capsys):
+    assert main(["--list"]) == 0
+    fedavg = listed_settings(capsys.readouterr().out)["fedavg"]
+    own = {name: cls.algo_defaults["batch_size"] for name, cls in raycompo.list_tasks().items()
+           if cls.algo_defaults.get("batch_size", 32) != 32}
+    assert own and fedavg["batch_size"].startswith("32  (tasks that set their own: ")
+    assert all(f"{name} {value!r}" in fedavg["batch_size"] for name, value in own.items())

@@ -4,8 +4,10 @@ what moved down a layer still works the way users call it."""
 
 from __future__ import annotations
 
+import ast
 import collections
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,12 +17,19 @@ import raycompo
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def importlinter_config() -> dict:
+    """pyproject.toml's [tool.importlinter], read on every Python pyproject supports."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: tomli, which pytest itself requires there
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+
+
 def contract_layers() -> list[list[str]]:
     """The layers contract's layers from the bottom, each a list of names (parentheses of an
     optional layer removed)."""
-    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    (layers,) = [c["layers"] for c in importlinter_config()["contracts"] if c["type"] == "layers"]
     return [[name.strip().strip("()") for name in layer.split("|")] for layer in reversed(layers)]
 
 
@@ -106,3 +115,167 @@ def test_list_functions_and_parse_sets_where_users_find_them():
     assert parse_sets(["lr=0.1", "a = true", "name=x=y"]) == {"lr": 0.1, "a": True, "name": "x=y"}
     with pytest.raises(raycompo.ConfigError, match="--set expects key=value, got 'lr'"):
         parse_sets(["lr"])
+
+
+# --- imports that lint-imports does not see ------------------------------------------------
+IMPORTERS = ("import_module", "__import__")
+"""Functions that import a module named by a string (importlib.import_module, __import__)."""
+
+
+def _under(module: str, packages: list[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def broken_rule(source: str, target: str) -> str | None:
+    """Which contract of pyproject.toml an import of `target` by the module `source` breaks
+    (None: allowed). The layers: a part of raycompo imports only itself and the layers below
+    it, never a sibling in its own layer (`a | b`); the forbidden contracts: their source
+    modules never import their forbidden ones (Ray below the engine)."""
+    for contract in importlinter_config()["contracts"]:
+        if contract["type"] == "forbidden" and _under(source, contract["source_modules"]) \
+                and _under(target, contract["forbidden_modules"]):
+            return contract["id"]
+    if target.split(".")[0] != "raycompo" or "." not in target:
+        return None
+    level = {name: i for i, layer in enumerate(contract_layers()) for name in layer}
+    mine, theirs = source.split(".")[1], target.split(".")[1]
+    if mine != theirs and theirs in level and level[mine] <= level[theirs]:
+        return "layers" if level[mine] < level[theirs] else "layers (siblings)"
+    return None
+
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _scope_nodes(scope: ast.AST):
+    """The nodes of one scope (a module or a function), not those of the functions in it."""
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, FUNCTIONS):
+            todo += ast.iter_child_nodes(node)
+
+
+def _constants_bound(scope: ast.AST) -> dict[str, list[str]]:
+    """name -> the strings a scope binds to it: `name = 'x'`, `for name in ('x', 'y')`."""
+    bound: dict[str, list[str]] = collections.defaultdict(list)
+    for node in _scope_nodes(scope):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            pairs = [(t, [node.value]) for t in node.targets]
+        elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Set)):
+            pairs = [(node.target, node.iter.elts)]
+        else:
+            continue
+        for target, values in pairs:
+            if isinstance(target, ast.Name):
+                bound[target.id] += [v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return bound
+
+
+def _named(arg: ast.expr, bound: dict[str, list[str]]) -> list[str]:
+    """The module names a string argument may hold: a constant, an f-string's constant head
+    (f'raycompo.engine.{x}' -> raycompo.engine), or the constants bound to a name."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return [str(arg.values[0].value).rstrip(".")]
+    if isinstance(arg, ast.Name):
+        return bound.get(arg.id, [])
+    return []
+
+
+def _facade_target(name: str) -> str | None:
+    """The module that `raycompo.<name>` reaches through the package facade (a lazy export
+    of raycompo/__init__.py, or a part of the package), None for anything else."""
+    if name in raycompo._EXPORTS:
+        return raycompo._EXPORTS[name][0]
+    if (ROOT / "raycompo" / f"{name}.py").is_file() or (ROOT / "raycompo" / name / "__init__.py").is_file():
+        return f"raycompo.{name}"
+    return None
+
+
+def hidden_imports(source: str, text: str) -> list[tuple[int, str]]:
+    """(line, module) of each import in the code `text` of module `source` that grimp (and
+    so lint-imports) does not see, or sees only as the package facade: a module named by a
+    string (importlib.import_module, __import__, sys.modules), an attribute of an imported
+    `raycompo` (`import raycompo; raycompo.Algorithm`), a lazy export taken from the facade
+    (`from raycompo import Algorithm`)."""
+    tree = ast.parse(text)
+    facades = {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+               for a in n.names if a.name.split(".")[0] == "raycompo"}
+    found: list[tuple[int, str]] = []
+    module_bound = _constants_bound(tree)
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, FUNCTIONS))]:
+        found += _hidden_in_scope(scope, {**module_bound, **_constants_bound(scope)}, facades)
+    return sorted(found)
+
+
+def _hidden_in_scope(scope: ast.AST, bound: dict[str, list[str]], facades: set[str]) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in _scope_nodes(scope):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            by_string = name in IMPORTERS or (
+                name == "get" and isinstance(func, ast.Attribute) and ast.unparse(func.value) == "sys.modules")
+            if by_string:
+                found += [(node.lineno, m) for m in _named(node.args[0], bound)]
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "sys.modules":
+            found += [(node.lineno, m) for m in _named(node.slice, bound)]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in facades:
+            target = _facade_target(node.attr)
+            if target:
+                found.append((node.lineno, target))
+        elif isinstance(node, ast.ImportFrom) and node.module == "raycompo" and not node.level:
+            found += [(node.lineno, t) for a in node.names if (t := _facade_target(a.name))]
+    return found
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the package but the facade itself (raycompo/__init__.py)."""
+    out = {}
+    for path in sorted((ROOT / "raycompo").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts == ("raycompo", "__init__"):
+            continue
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def test_no_import_bypasses_the_layers_by_a_string_or_the_facade():
+    """lint-imports sees `import x` / `from x import y` only: an import by name
+    (importlib.import_module('ray.cloudpickle')), an attribute of `import raycompo`, or a
+    lazy export of the facade would cross the layers unseen. None does."""
+    broken = []
+    for source, path in package_modules().items():
+        for line, target in hidden_imports(source, path.read_text()):
+            rule = broken_rule(source, target)
+            if rule:
+                broken.append(f"{path.relative_to(ROOT)}:{line} {source} -> {target} ({rule})")
+    assert broken == []
+
+
+@pytest.mark.parametrize("source, code, target, rule", [
+    ("raycompo.plugins", "import importlib\nfor n in ('ray.cloudpickle', 'cloudpickle'):\n    importlib.import_module(n)",
+     "ray.cloudpickle", "ray-in-the-engine"),
+    ("raycompo.algorithms.x", "__import__('raycompo.engine.runner')", "raycompo.engine.runner", "layers"),
+    ("raycompo.tasks.x", "from importlib import import_module\nimport_module(f'raycompo.algorithms.{n}')",
+     "raycompo.algorithms", "layers"),
+    ("raycompo.settings", "import sys\nsys.modules['raycompo.seeding']", "raycompo.seeding", "layers (siblings)"),
+    ("raycompo.system.clock", "import sys\nsys.modules.get('ray')", "ray", "system-below-config"),
+    ("raycompo.tasks.x", "import raycompo\nraycompo.Algorithm", "raycompo.algorithms.base", "layers"),
+    ("raycompo.models.x", "import raycompo.errors\nraycompo.data.partitioners", "raycompo.data", "layers (siblings)"),
+    ("raycompo.config", "from raycompo import RunResult", "raycompo.engine.runner", "layers"),
+])
+def test_each_way_round_the_layers_is_found(source, code, target, rule):
+    """The check above finds each form of a hidden import, and blames the contract it breaks."""
+    assert target in [t for _, t in hidden_imports(source, code)]
+    assert broken_rule(source, target) == rule
+
+
+def test_allowed_imports_by_name_are_not_blamed():
+    assert broken_rule("raycompo.engine.ray_start", "ray.cloudpickle") is None  # Ray from the engine
+    assert broken_rule("raycompo.api", "raycompo.engine.runner") is None  # down the layers
+    assert broken_rule("raycompo.engine.loop", "raycompo.engine.ledger") is None  # within a part
+    assert broken_rule("raycompo.plugins", "cloudpickle") is None

@@ -144,3 +144,36 @@ def test_a_bad_with_spec_is_one_error_before_anything_runs(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
         assert not out.exists()
+
+
+@pytest.mark.parametrize("words, message", [
+    (["--rounds", "0"], "--rounds must be an integer >= 1, got 0"),  # ran the full claim
+    (["--rounds", "-5"], "--rounds must be an integer >= 1, got -5"),  # ran 1 round, reported "-5 rounds"
+    (["--seeds", "0"], "--seeds must be an integer >= 1, got 0"),  # IndexError, a folder left
+    (["--seeds", "-1"], "--seeds must be an integer >= 1, got -1"),
+    (["--workers", "0"], "--workers must be an integer >= 1, got 0"),  # taken as 1
+    (["--out", "a-file.txt"], "--out a-file.txt is a file, not a folder"),  # FileExistsError
+])
+def test_bad_counts_and_an_out_that_is_a_file_are_one_line_exit_2_nothing_written(words, message, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """issue 33, defect 9: each refused before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file.txt").write_text("mine")
+    assert main([CLAIM, *words]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file.txt"] and (tmp_path / "a-file.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"rounds": 0}, "raycompo.reproduce: rounds must be an integer >= 1 or None, got 0"),
+    ({"seeds": -1}, "raycompo.reproduce: seeds must be an integer >= 1 or None, got -1"),
+    ({"workers": 0}, "raycompo.reproduce: workers must be an integer >= 1, got 0"),
+    ({"seeds": 2.5}, "raycompo.reproduce: seeds must be an integer >= 1 or None, got 2.5"),
+])
+def test_the_python_function_refuses_the_same_counts(kwargs, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RaycompoError) as info:
+        reproduce(CLAIM, **kwargs)
+    assert message in str(info.value)
+    assert list(tmp_path.iterdir()) == []

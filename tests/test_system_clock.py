@@ -76,6 +76,7 @@ def test_exchange_time_is_the_slowest_member():
 
 def test_over_selection_keeps_the_fastest_predicted():
     s = System(hetero_profile(over_selection=2.0), 0, 10**6, D, 4 * D)
+    wasted = 0.0
     for r in range(1, 6):
         s.begin_round(r)
         before = {c: v for c, v in s.counters["drawn"].items()}
@@ -85,11 +86,12 @@ def test_over_selection_keeps_the_fastest_predicted():
         assert len(drawn) == 20  # ceil(2.0 * 10) candidates, all online
         dropped = set(drawn) - set(cohort)
         assert s.dropped_round == 10
-        assert max(s.predict(c) for c in cohort) <= min(s.predict(c) for c in dropped)
+        close = max(s.predict(c) for c in cohort)  # the round closes at the 10th finish
+        assert close <= min(s.predict(c) for c in dropped)
+        wasted += len(dropped) * close  # each dropped client worked until then
         s.on_exchange(exchange(r, 0, cohort, samples=200 * r, down=40000, up=40000))
         s.end_round()
-    # the wasted work: each dropped client worked until the round closed (the 10th finish)
-    assert s.wasted_s > 0 and sum(s.counters["dropped"].values()) == 50
+    assert s.wasted_s == pytest.approx(wasted, rel=1e-12) and sum(s.counters["dropped"].values()) == 50
 
 
 def test_choose_and_candidates_for():
@@ -112,16 +114,21 @@ def test_a_deadline_no_client_meets_is_an_error():
 
 
 def test_an_abandoned_attempt_then_a_kept_cohort(tmp_path):
-    # two device classes: most are too slow for the deadline, a few fast ones make it
-    dev = Devices(classes=(DeviceClass("slow", 0.9, 1e6),
-                           DeviceClass("fast", 0.1, 1e12)),
+    # two device classes: most are too slow for the deadline, a few fast ones make it; 30
+    # candidates hold 3 fast ones in about 1 attempt of 5 (seed 0: the first is abandoned)
+    dev = Devices(classes=(DeviceClass("slow", 0.95, 1e6),
+                           DeviceClass("fast", 0.05, 1e12)),
                   latency_s=Spread(0.0))
     s = System(Profile("d", dev, Availability(), Selection(over_selection=10, deadline_s=1.0, max_attempts=50)),
                0, 10**5, D, 4 * D)
     s.workload[0].samples = 1000  # 1000 samples: 6 s on a slow device, 6 us on a fast one
     s.begin_round(1)
     cohort = s.select(3, 0, plain_draw)
-    assert all(s.devices.device(c).cls == "fast" for c in cohort)
+    assert len(cohort) == 3 and all(s.devices.device(c).cls == "fast" for c in cohort)
+    # each abandoned attempt cost the deadline and dropped all 30 candidates; the kept one 27
+    abandoned = round(s.now / 1.0)
+    assert abandoned >= 1 and s.now == abandoned * 1.0
+    assert s.dropped_round == 30 * abandoned + 27
 
 
 def test_offline_clients_of_a_full_participation_round_are_waited_for(tmp_path):

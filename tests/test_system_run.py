@@ -61,9 +61,20 @@ def test_uniform_clock_follows_the_ledger_feddro_barriers():
 def test_mobile_over_selects_and_drops_and_reports_clients():
     cfg = fedavg(rounds=4, system="mobile")
     fed = Federation(cfg)
+    everyone = list(range(40))
     try:
-        rows = [fed.initial_row()] + [fed.run_round() for _ in range(4)]
+        rows, wasted = [fed.initial_row()], 0.0
+        for _ in range(4):
+            predicted = {c: fed.system.predict(c) for c in everyone}  # from the last round's work
+            before = fed.client_columns(everyone)
+            rows.append(fed.run_round())
+            after = fed.client_columns(everyone)
+            kept, dropped = ([c for c in everyone if after[c][k] > before[c][k]] for k in ("selected", "dropped"))
+            # each dropped candidate worked until the round closed, at the last kept one's finish
+            close = max(predicted[c] for c in kept)
+            wasted += sum(min(predicted[c], close) for c in dropped)
         assert all(r["dropped"] == 2 for r in rows[1:])  # ceil(1.3 * 6) = 8 candidates, 6 kept
+        assert rows[-1]["wasted_s"] == pytest.approx(wasted, rel=1e-12) and wasted > 0
         assert [r["sim_time"] for r in rows] == sorted(r["sim_time"] for r in rows)
         cols = fed.client_columns(list(range(40)))
         assert sum(c["selected"] for c in cols.values()) == 4 * 6

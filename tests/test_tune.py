@@ -148,9 +148,9 @@ def test_dro_tiny_sweep_writes_results_and_rows_rerun(tmp_path, ray_session, cap
     assert again["val_acc_worst"].iloc[-1] == pytest.approx(done["final_val_acc_worst"])
 
 
-def test_diverging_trial_is_recorded_and_sweep_goes_on_ray_backend(tmp_path, ray_session):
+def test_diverging_trial_is_recorded_and_sweep_goes_on_ray_backend(tmp_path, ray_session, capsys):
     """With --backend ray: each trial's placement group holds its driver and 2 host actors,
-    which end with the trial."""
+    which end with the trial. The diverged trial's line says so (it showed '(best 0.0000)')."""
     path = write_space(tmp_path, """
         task: dro-mnist5k
         rounds: 3
@@ -158,8 +158,12 @@ def test_diverging_trial_is_recorded_and_sweep_goes_on_ray_backend(tmp_path, ray
           comfedl: {lr: [1000000.0, 0.01], gamma: [1], tau: [5]}
     """)
     out = tmp_path / "sweep"
-    assert main(["--space", path, "--search", "grid", "--out", str(out), "--quiet", "--backend", "ray",
+    assert main(["--space", path, "--search", "grid", "--out", str(out), "--backend", "ray",
                  "--hosts-per-trial", "2"]) == 0
+    said = capsys.readouterr()
+    (line,) = [s for s in (said.out + said.err).splitlines() if "lr=1000000.0" in s and "] comfedl" in s]
+    assert "val_acc_worst - (diverged at round " in line and "(best" not in line, line
+
     def alive():  # Tune kills the trial actors asynchronously: their hosts end a moment later
         return [a for a in ray_session.util.list_named_actors(all_namespaces=True) if a["name"].startswith("clients-")]
 

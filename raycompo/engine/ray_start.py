@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 
+from raycompo import plugins
 from raycompo.engine import dashboard_start
 from raycompo.engine.signals import Interrupted, raise_interrupted
 from raycompo.errors import ConfigError
@@ -121,7 +122,9 @@ def ensure_ray(address: str | None = None, include_dashboard: bool | None = None
     waiting. Afterwards SIGTERM raises `Interrupted` in this process (Ray's own handler
     would `sys.exit(15)` wherever the main thread is)."""
     import ray
+    import ray.cloudpickle
 
+    plugins.add_pickler(ray.cloudpickle.register_pickle_by_value)  # the user's code travels to the workers
     if ray.is_initialized():
         return
     timeout_s = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s

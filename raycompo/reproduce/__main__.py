@@ -86,6 +86,8 @@ def output_folder(name: str, out: str | Path | None, overwrite: bool, resume: bo
     if out is None:
         return latest(name) if resume else new_folder(name)
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RaycompoError(f"--out {out} is a file, not a folder; choose another --out")
     there = held(out)
     if there and resume:
         was = {}
@@ -128,8 +130,11 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
     tracker: 'mlflow' / 'wandb' (raycompo/trackers.py): every run logged there, into the
     experiment named after the claim (MLflow's store: <out>/mlruns by default).
     progress: a bar of runs done (on a terminal; lines elsewhere); default: when `log` is print."""
+    from raycompo.arguments import check, positive_int
     from raycompo.trackers import check_trackers, mlflow_experiment, mlflow_uri
 
+    check("raycompo.reproduce", {"seeds": seeds, "rounds": rounds, "workers": workers},
+          {"seeds": positive_int(none=True), "rounds": positive_int(none=True), "workers": positive_int()})
     trackers = check_trackers(tracker)
     if name not in CLAIMS:
         raise RaycompoError(f"unknown claim {name!r}; choose one of: {', '.join(CLAIMS)}")
@@ -209,8 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     from raycompo.settings import parse_sets
 
     try:
+        for option, value in (("--seeds", args.seeds), ("--rounds", args.rounds), ("--workers", args.workers)):
+            if value is not None and value < 1:
+                raise RaycompoError(f"{option} must be an integer >= 1, got {value}; nothing was run")
         reproduce(args.name, out=args.out, seeds=args.seeds, rounds=args.rounds, full=args.full,
-                  data_dir=args.data_dir, workers=max(1, args.workers), address=args.address, settings=parse_sets(args.sets),
+                  data_dir=args.data_dir, workers=args.workers, address=args.address, settings=parse_sets(args.sets),
                   with_algorithms=args.with_algorithms, with_settings=parse_sets(args.with_sets),
                   overwrite=args.overwrite, resume=args.resume, tracker=args.tracker)
     except RaycompoError as exc:

@@ -335,9 +335,15 @@ def _progress_printer(meta: dict[str, Any], total: int, stream, start: float, pr
         vs = f"{v:.4f}" if isinstance(v, (int, float)) and math.isfinite(v) else "-"
         b = rec.get(f"best_{metric}")
         bs = f"{b:.4f}" if isinstance(b, (int, float)) and math.isfinite(b) else "-"
+        if rec["status"] == "diverged":  # its best before the divergence is no result: it ranks last
+            note = f"diverged at round {rec.get('rounds_done', '?')}, ranked last"
+        elif rec["status"] == "error":
+            note = "failed, not ranked"
+        else:
+            note = f"best {bs}"
         settings = " ".join(f"{k}={v}" for k, v in point.items())
         elapsed = time.perf_counter() - start
-        line = (f"[{state['n']:>3}/{total}] {rec['algorithm']:<8} {settings:<32} {metric} {vs} (best {bs})  "
+        line = (f"[{state['n']:>3}/{total}] {rec['algorithm']:<8} {settings:<32} {metric} {vs} ({note})  "
                 f"{rec['status']}{' ' + rec['error'] if rec.get('error') else ''}  {rec['time_s']:.1f}s  [{elapsed:.0f}s]")
         if progress is not None:
             ok = rec["status"] in ("completed", "stopped")

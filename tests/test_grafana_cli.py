@@ -1,0 +1,105 @@
+"""python -m raycompo.grafana against bad input and servers that are not Prometheus
+(issue 33, defect 10): one line, exit 2, nothing installed, nothing sent that Grafana would
+not send. The servers are tiny http.server ones on 127.0.0.1, in a thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from raycompo.grafana import ENV_DIR, main
+
+SERIES = [{"__name__": "ray_raycompo_round", "namespace": "run1", "task": "t", "algo": "a"}]
+VECTOR = {"resultType": "vector", "result": [{"metric": {}, "value": [0, "1"]}]}
+
+
+@pytest.fixture
+def server():
+    """A server on 127.0.0.1 answering /api/v1/series and /api/v1/query with the bodies
+    in `answers` (JSON text); `asked` collects the query strings it received."""
+    answers: dict[str, str] = {}
+    asked: list[dict[str, list[str]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            url = urllib.parse.urlsplit(self.path)
+            asked.append(urllib.parse.parse_qs(url.query))
+            body = answers.get(url.path, "{}").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", answers, asked
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+def one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert captured.err.startswith("error: ")
+    return captured.err
+
+
+def test_an_empty_check_url_is_refused_and_installs_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(ENV_DIR, str(tmp_path / "dashboards"))
+    assert main(["--check", ""]) == 2
+    assert "--check must be the URL of a Prometheus, http://HOST:PORT" in one_error_line(capsys)
+    assert not (tmp_path / "dashboards").exists()
+    assert main(["--check", "127.0.0.1:9090"]) == 2  # no scheme
+    assert "got '127.0.0.1:9090'" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("series, query, said", [
+    ("[1, 2, 3]", "{}", "not the Prometheus HTTP API (expected a JSON object with a 'status', got '[1, 2, 3]')"),
+    ("hello", "{}", "the reply is not JSON"),
+    ('{"status": "success"}', "{}", "a 'success' reply without 'data'"),
+    ('{"status": "success", "data": [1, 2]}', "{}", "/api/v1/series answered [1, 2], not a list of label sets"),
+    (json.dumps({"status": "success", "data": SERIES}), '{"status": "success", "data": [4]}',
+     "/api/v1/query answered [4], not an object with a 'result' list"),
+])
+def test_a_server_that_is_not_prometheus_is_one_line(server, capsys, series, query, said):
+    url, answers, _ = server
+    answers.update({"/api/v1/series": series, "/api/v1/query": query})
+    assert main(["--check", url]) == 2
+    err = one_error_line(capsys)
+    assert err.startswith(f"error: cannot query the Prometheus at {url}: ") and said in err, err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-5", "0"])
+def test_a_scrape_interval_that_cannot_be_is_refused_before_any_query(server, capsys, value):
+    url, answers, asked = server
+    assert main(["--check", url, "--scrape-interval", value]) == 2
+    err = one_error_line(capsys)
+    assert "--scrape-interval must be a finite number of seconds > 0" in err and f"got {float(value)!r}" in err
+    assert "cannot query the Prometheus" not in err  # the server is not blamed
+    assert asked == []
+
+
+def test_a_prometheus_that_answers_gets_grafanas_rate_interval(server, capsys):
+    """With a 5 s scrape over 30 min, Grafana's $__rate_interval is max(interval + scrape,
+    4 scrape) = 20 s, interval = max(1800 / 1000, 5) = 5 s."""
+    url, answers, asked = server
+    answers.update({"/api/v1/series": json.dumps({"status": "success", "data": SERIES}),
+                    "/api/v1/query": json.dumps({"status": "success", "data": VECTOR})})
+    assert main(["--check", url, "--scrape-interval", "5"]) == 0
+    queries = [q["query"][0] for q in asked if "query" in q]
+    rated = [q for q in queries if "rate(" in q]
+    assert rated and all("[20s]" in q for q in rated)
+    assert not any(bad in q for q in queries for bad in ("[-", "[nan", "[inf"))
+    assert f"all {len(queries)} queries answered" in capsys.readouterr().out
