@@ -134,6 +134,8 @@ def run(
         values_up, values_down, bytes_up, bytes_down, exchanges; sim_time with a simulated
         system); as --budget KEY=VALUE.
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
+        Recorded in config.json (this process's number when None), and `resume` sets it
+        again: a resumed run's sums of floats are split over threads as before.
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
     progress: True shows a progress bar (`tqdm.auto`: a widget in a notebook, a bar on a
         terminal, at most ~100 plain lines elsewhere); or a mode of `raycompo.progress`
@@ -166,6 +168,7 @@ def run(
         vectorize_memory_mb=a["vectorize_memory"],
         system=None if a["system"] is None else str(a["system"]),
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
+        threads=a["threads"],
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=a["checkpoint_every"], max_failures=a["max_failures"], on_row=on_row,

@@ -63,7 +63,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="end the run (completed) at the first round whose cumulative cost reaches VALUE; "
                         "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")
+                   help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy "
+                        "machine. Recorded in config.json (this process's number when not given): --resume uses it again")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -73,7 +74,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
         vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, budget=parse_budget(args.budget),
-        system=args.system,
+        system=args.system, threads=args.threads,
     )
 
 
@@ -202,10 +203,6 @@ def main(argv: list[str] | None = None) -> int:
             raise RaycompoError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
         if args.max_failures < 0:
             raise RaycompoError(f"--max-failures must be >= 0, got {args.max_failures}")
-        if args.threads:
-            import torch
-
-            torch.set_num_threads(args.threads)
         if args.resume:
             cfg, out = resume_config(args, sys.argv[1:] if argv is None else argv)
             done = finished(out, cfg.rounds, cfg.budget)
@@ -218,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
         else:
             cfg = config_from_args(args)
+        if cfg.threads:  # the run's own (a resume: the run's recorded number), before its data is built
+            import torch
+
+            torch.set_num_threads(cfg.threads)
         metric = resolve(cfg).task_cls.default_metric[0].removesuffix("_worst")
         from raycompo.trackers import check_trackers, run_trackers
 
@@ -275,7 +276,7 @@ RESUME_CHANGES = {
     "eval_clients": "eval_clients", "backend": "backend", "clients_per_actor": "clients_per_actor",
     "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
     "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
-    "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system",
+    "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system", "threads": "threads",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""
