@@ -159,6 +159,8 @@ def run(
         --dp-delta): each client's contribution clipped to L2 norm C, N(0, z^2 C^2) added to
         the server's sums, the column `epsilon` at delta (budget {'epsilon': 8} ends a run there).
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
+        Recorded in config.json (this process's number when None), and `resume` sets it
+        again: a resumed run's sums of floats are split over threads as before.
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
     progress: True shows a progress bar (`tqdm.auto`: a widget in a notebook, a bar on a
         terminal, at most ~100 plain lines elsewhere); or a mode of `raycompo.progress`
@@ -194,6 +196,7 @@ def run(
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
         compress=_mapping(compress), compress_down=_mapping(compress_down),
         dp_clip=a["dp_clip"], dp_noise=a["dp_noise"], dp_delta=a["dp_delta"],
+        threads=a["threads"],
     )
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=a["checkpoint_every"], max_failures=a["max_failures"], on_row=on_row,

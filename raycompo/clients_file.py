@@ -121,6 +121,45 @@ def _copy_rows(path: Path, out: Any, upto_round: int) -> int:
     return copied
 
 
+def rounds_held(folder: str | Path, upto_round: int) -> tuple[dict[int, int], set[str]] | None:
+    """({round: rows} of the rounds <= upto_round that the folder's clients.csv holds, the
+    metric names of its round-0 rows), streaming; None when there is no file. A last line
+    without its line end is not counted (a kill during its write). ConfigError when the
+    file is not a clients.csv."""
+    path = Path(folder) / FILE
+    try:
+        f = open(path, newline="")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{path} is not readable ({exc.strerror or exc})") from None
+    counts: dict[int, int] = {}
+    metrics: set[str] = set()
+    with f:
+        header = f.readline()
+        if not header.endswith("\n"):
+            return counts, metrics
+        names = next(csv.reader([header.rstrip("\n")]))
+        if names[:1] != ["round"] or "metric" not in names:
+            raise ConfigError(f"{path} is not a raycompo clients.csv (its header is {header.strip()[:80]!r}); "
+                              "move it away, or start the run again (--overwrite)")
+        at = names.index("metric")
+        for n, line in enumerate(f, 2):
+            if not line.endswith("\n"):
+                break
+            fields = next(csv.reader([line]))
+            try:
+                round_ = int(fields[0])
+            except (ValueError, IndexError):
+                raise ConfigError(f"{path}: line {n} does not start with a round number; the file is damaged") from None
+            if round_ > upto_round:
+                break
+            counts[round_] = counts.get(round_, 0) + 1
+            if round_ == 0 and at < len(fields):
+                metrics.add(fields[at])
+    return counts, metrics
+
+
 def read_clients(folder: str | Path) -> Any:
     """A run folder's clients.csv as a pandas DataFrame (empty when the run wrote none; a
     last line cut short is dropped). ConfigError when it does not read as one."""

@@ -80,6 +80,11 @@ class RunConfig:
     """C, clients in flight at all times (buffered / async; None: the algorithm's cohort size m)."""
     buffer: int | None = None
     """K, arrivals per server step (buffered; None: min(10, C); async: 1)."""
+    threads: int | None = None
+    """Torch threads of the process that runs the rounds (the inline backend, a local
+    driver). Sums of floats depend on how they are split over threads, so a resumed run uses
+    the threads of the run it continues: the engine records the number used (this
+    process's when None) and `--resume` sets it again."""
     budget: dict[str, float] = field(default_factory=dict)
     """End the run (status 'completed') at the first round whose cumulative cost column
     reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/budget.py). Empty:
@@ -258,7 +263,8 @@ FIELD_TYPES = {
     "backend": Arg(("str",)), "clients_per_actor": Arg(("int",), none=True), "cpus_per_actor": _NUMBER,
     "gpus_per_actor": _NUMBER, "eval_every": _INT, "data_dir": Arg(("str",), none=True), "host_timeout_s": _NUMBER,
     "eval_clients": Arg(("int",), none=True), "state_memory_gb": Arg(("number",), none=True),
-    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER, "aggregation": Arg(("str",)),
+    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER, "threads": Arg(("int",), none=True),
+    "aggregation": Arg(("str",)),
     "concurrency": Arg(("int",), none=True), "buffer": Arg(("int",), none=True),
     "compress": Arg(("mapping",)),
     "compress_down": Arg(("mapping",)), "dp_clip": Arg(("number",), none=True), "dp_noise": Arg(("number",), none=True),
@@ -290,6 +296,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
+    require(cfg.threads is None or cfg.threads >= 1, f"threads must be >= 1, got {cfg.threads}")
     check_budget(cfg.budget, getattr(cfg, "system", None))
     from raycompo.plugins import load as load_plugin
     from raycompo.system import check_profile, load_profile
@@ -319,7 +326,9 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
     tables = None
     if profile is not None and task is not None:
-        tables = check_profile(profile, cfg.seed, n_clients)  # its files against the clients: an error now, not mid-run
+        m = getattr(algo_settings, "clients_per_round", None)  # a cohort the availability must be able to fill
+        tables = check_profile(profile, cfg.seed, n_clients,  # its files against the clients: an error now, not mid-run
+                               m if isinstance(m, int) and not isinstance(m, bool) else None)
     aggregation = aggregation_plan(cfg, settings, algo_cls, algo_settings, n_clients, profile, tables)
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
                     vectorized if task is not None else None, profile, tables, aggregation)

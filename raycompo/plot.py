@@ -9,11 +9,14 @@
 Each source is a run folder (config.json + metrics.csv, as `raycompo.run --out` writes),
 a folder holding run folders (e.g. a claim's runs/), or a sweep folder (trials.csv +
 metrics.parquet; by default the best settings of each algorithm, as best.json ranks them;
---all-trials draws every setting). Runs that share the task, the algorithm and every
-effective setting but the seed are one line: their mean, with a band of the 95%
-confidence interval (Student's t) over the seeds. One line per algorithm, named as its
-paper names it (ComFedL, FedAvg, q-FedAvg, DRFL, ...); settings are added to the name
-only where one algorithm has several lines.
+--all-trials draws every setting). Runs that share the task, the algorithm, every effective
+setting and every other field of the run's configuration (the simulated system, the
+budget, ...: `RunConfig`'s fields, but the seed and those that only choose how a run
+executes, `EXECUTION`) are one line: their mean, with a band of the 95% confidence
+interval (Student's t) over the seeds. Each line is named as its algorithm's paper names
+it (ComFedL, FedAvg, q-FedAvg, DRFL, ...), followed by what tells it apart: a
+configuration field that differs between lines (e.g. `system=mobile-sync`), a setting that
+differs between one algorithm's lines.
 
 The x axis (--x) is the round (default), the wall time, or a cost the papers argue in
 (raycompo/cost_axes.py): samples drawn, values (values_up + values_down: real values
@@ -72,9 +75,19 @@ LOG_METRICS = ("grad_norm",)
 NOT_METRICS = ("round", "diverged", "trial_id", "status")
 
 
+EXECUTION = ("seed", "task", "algo", "settings", "rounds", "backend", "clients_per_actor", "cpus_per_actor",
+             "gpus_per_actor", "data_dir", "host_timeout_s", "state_memory_gb", "vectorize", "vectorize_memory_mb",
+             "threads")
+"""`RunConfig` fields that do not tell lines apart: the seed (a line's runs are its seeds),
+those grouped on their own (task, algo, settings) and those that choose only how a run
+executes (the same rows to 1e-6), or how long (`rounds`: a longer run continues the same
+curve). Every other field (system, budget, eval_every, ... and any field added later) does."""
+
+
 @dataclass
 class Run:
-    """One run's rows: what it ran (task, algo, settings without the seed) and its seed."""
+    """One run's rows: what it ran (task, algo, settings without the seed, the other fields
+    of its configuration that tell lines apart) and its seed."""
 
     source: str
     task: str
@@ -82,10 +95,14 @@ class Run:
     settings: dict[str, Any]
     seed: Any
     frame: Any  # pandas DataFrame of metrics.csv
+    fields: dict[str, Any] = field(default_factory=dict)
+    """config.json's values of the `RunConfig` fields not in `EXECUTION` (with a simulated
+    system, also its `system_profile` as read: an edited profile file is another line)."""
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return self.task, self.algo, json.dumps(self.settings, sort_keys=True, default=str)
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.task, self.algo, json.dumps(self.settings, sort_keys=True, default=str),
+                json.dumps(self.fields, sort_keys=True, default=str))
 
 
 @dataclass
@@ -95,6 +112,7 @@ class Line:
     settings: dict[str, Any]
     runs: list[Run] = field(default_factory=list)
     label: str = ""
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 def paper_name(algo: str) -> str:
@@ -137,7 +155,22 @@ def _read_run(folder: Path):
     settings = dict(cfg.get("effective_settings") or cfg.get("settings") or {})
     settings.pop("seed", None)
     return Run(str(folder), str(cfg.get("task", "?")), str(cfg.get("algo", folder.name)), settings,
-               cfg.get("seed"), frame)
+               cfg.get("seed"), frame, _fields(cfg))
+
+
+def _fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The values that tell this run's line apart besides task, algo and settings: every
+    `RunConfig` field outside `EXECUTION` (a field config.json lacks: its default)."""
+    import dataclasses
+
+    from raycompo.config import RunConfig
+
+    default = RunConfig()
+    out = {f.name: cfg.get(f.name, getattr(default, f.name)) for f in dataclasses.fields(RunConfig)
+           if f.name not in EXECUTION}
+    if cfg.get("system_profile") is not None:
+        out["system_profile"] = cfg["system_profile"]
+    return out
 
 
 def _read_sweep(folder: Path, all_trials: bool) -> list[Run]:
@@ -193,25 +226,50 @@ def read_sources(sources: Sequence[str | Path], all_trials: bool = False) -> lis
 
 
 def group(runs: list[Run]) -> list[Line]:
-    """Runs that differ only by seed -> one line each; labels with the paper's names."""
+    """Runs that differ only by seed -> one line each; labels with the paper's names and
+    what tells a line apart (`_differ`)."""
     lines: dict[tuple, Line] = {}
     for r in runs:
-        lines.setdefault(r.key, Line(r.task, r.algo, r.settings)).runs.append(r)
+        lines.setdefault(r.key, Line(r.task, r.algo, r.settings, fields=r.fields)).runs.append(r)
     out = list(lines.values())
     tasks = {ln.task for ln in out}
+    fields = [k for k in _differ([ln.fields for ln in out]) if k != "system_profile"]
     for ln in out:
         same_algo = [o for o in out if o.algo == ln.algo]
         label = paper_name(ln.algo)
+        parts = [_field_text(k, ln.fields.get(k)) for k in fields]
         if len(same_algo) > 1:
-            differ = sorted(k for k in set().union(*(o.settings for o in same_algo))
-                            if len({json.dumps(o.settings.get(k), default=str) for o in same_algo}) > 1)
-            label += " (" + ", ".join(f"{k}={ln.settings.get(k)}" for k in differ) + ")"
+            parts += [f"{k}={ln.settings.get(k)}" for k in sorted(_differ([o.settings for o in same_algo]))]
+        if "system_profile" in _differ([o.fields for o in same_algo]) and "system" not in fields:
+            parts.append("system profile edited between runs")  # the same file, other content
+        if parts:
+            label += " (" + ", ".join(parts) + ")"
         if len(tasks) > 1:
             label += f" [{ln.task}]"
         n = len(ln.runs)
+        seeds = len({json.dumps(r.seed, default=str) for r in ln.runs})
         diverged = sum(_diverged(r) for r in ln.runs)
-        ln.label = label + (f", {n} seeds" if n > 1 else "") + (f" (diverged {diverged}/{n})" if diverged else "")
+        count = "" if n == 1 else f", {n} seeds" if seeds == n else f", {n} runs ({seeds} seed{'s' if seeds > 1 else ''})"
+        ln.label = label + count + (f" (diverged {diverged}/{n})" if diverged else "")
     return out
+
+
+def _differ(values: list[dict[str, Any]]) -> list[str]:
+    """The keys whose value is not the same in all of `values` (in first-seen order)."""
+    keys = list(dict.fromkeys(k for v in values for k in v))
+    return [k for k in keys if len({json.dumps(v.get(k), sort_keys=True, default=str) for v in values}) > 1]
+
+
+def _field_text(key: str, value: Any) -> str:
+    """A configuration field in a line's name: 'system=mobile-sync' (a profile file by its
+    name), 'budget samples=2e+05', 'no budget'."""
+    if value is None or value == {}:
+        return f"no {key}"
+    if isinstance(value, dict):
+        return f"{key} " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in value.items())
+    if isinstance(value, str) and ("/" in value or "\\" in value):
+        value = Path(value).name
+    return f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
 
 
 def _diverged(run: Run) -> bool:

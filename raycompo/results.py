@@ -116,6 +116,7 @@ def complete_rows(folder: str | Path, upto_round: int) -> list[dict[str, Any]]:
     rows = read_rows(folder, upto_round)
     have = [r["round"] for r in rows]
     if have == list(range(upto_round + 1)):
+        _check_clients(folder, rows, upto_round)
         return rows
     fix = (f"Put the rows back, or start the run again (--overwrite, or another --out): the checkpoint alone "
            f"cannot rebuild the rows before round {upto_round}")
@@ -129,6 +130,30 @@ def complete_rows(folder: str | Path, upto_round: int) -> list[dict[str, Any]]:
     raise ConfigError(f"cannot resume {folder}: metrics.csv holds rounds out of order or twice (up to the "
                       f"checkpoint: {', '.join(map(str, have))}; its checkpoint is at round {upto_round}): it was "
                       f"written by more than one run. {fix}")
+
+
+def _check_clients(folder: str | Path, rows: list[dict[str, Any]], upto_round: int) -> None:
+    """ConfigError unless clients.csv holds every evaluated round of `rows` (a row with the
+    mean of a clients.csv metric; round 0 always), the last of them whole (as many rows as
+    round 0): else a resume would silently lose those rounds' clients."""
+    from raycompo.clients_file import rounds_held
+
+    held = rounds_held(folder, upto_round)
+    counts, metrics = held if held is not None else ({}, set())
+    evaluated = [r["round"] for r in rows if r["round"] == 0 or any(r.get(m) is not None for m in metrics)]
+    fix = ("Put the file back as it was, or start the run again (--overwrite, or another --out): the checkpoint "
+           "cannot rebuild the clients' rows of earlier rounds")
+    if held is None:
+        raise ConfigError(f"cannot resume {folder}: clients.csv is missing, and metrics.csv's rounds 0-{upto_round} "
+                          f"were written with it (the checkpoint is at round {upto_round}). {fix}")
+    missing = [r for r in evaluated if r not in counts]
+    if missing:
+        raise ConfigError(f"cannot resume {folder}: clients.csv lacks the rows of round(s) {_spans(missing)}, which "
+                          f"metrics.csv evaluated (its checkpoint is at round {upto_round}). {fix}")
+    last = evaluated[-1]
+    if counts[last] != counts[0]:
+        raise ConfigError(f"cannot resume {folder}: clients.csv holds {counts[last]} rows of round {last}, and "
+                          f"{counts[0]} of round 0: it was cut short. {fix}")
 
 
 def _spans(rounds: list[int]) -> str:
@@ -241,6 +266,8 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
 
             if canonical_system(value) != cfg.system:
                 differ.append(f"--system {value} (the run's is {cfg.system})")
+        elif key == "threads" and cfg.threads is None:
+            new.threads = value  # a run from before threads were recorded: the number given now
         elif value != getattr(cfg, key):
             differ.append(f"--{key.replace('_', '-')} {value} (the run has {getattr(cfg, key)})")
     if differ:
@@ -275,9 +302,10 @@ def budget_reached(stored: dict[str, Any], budget: dict[str, float] | None = Non
     return Budget(limits).reached(final) if limits and isinstance(final, dict) else None
 
 
-DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "aggregation", "concurrency",
-            "buffer", "compress", "compress_down", "dp_clip", "dp_noise", "dp_delta")
-"""RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them."""
+DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "threads", "aggregation",
+            "concurrency", "buffer", "compress", "compress_down", "dp_clip", "dp_noise", "dp_delta")
+"""RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them
+(`threads`: float sums are split over threads, rows differ past 1e-7 with another number)."""
 
 
 class RunWriter(Observer):

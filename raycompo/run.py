@@ -81,7 +81,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="DP noise multiplier z: N(0, z^2 C^2) added to the server's sums; adds the column epsilon")
     p.add_argument("--dp-delta", type=float, default=1e-5, metavar="DELTA", help="delta of the reported epsilon (default 1e-5)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy machine")
+                   help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy "
+                        "machine. Recorded in config.json (this process's number when not given): --resume uses it again")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -91,8 +92,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
         vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, budget=parse_budget(args.budget),
-        system=args.system, aggregation=args.aggregation, concurrency=args.concurrency, buffer=args.buffer,
-        compress=parse_compress(args.compress, "--compress"),
+        system=args.system, threads=args.threads, aggregation=args.aggregation, concurrency=args.concurrency,
+        buffer=args.buffer, compress=parse_compress(args.compress, "--compress"),
         compress_down=parse_compress(args.compress_down, "--compress-down"), dp_clip=args.dp_clip,
         dp_noise=args.dp_noise, dp_delta=args.dp_delta,
     )
@@ -245,10 +246,6 @@ def main(argv: list[str] | None = None) -> int:
             raise RaycompoError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
         if args.max_failures < 0:
             raise RaycompoError(f"--max-failures must be >= 0, got {args.max_failures}")
-        if args.threads:
-            import torch
-
-            torch.set_num_threads(args.threads)
         if args.resume:
             cfg, out = resume_config(args, sys.argv[1:] if argv is None else argv)
             done = finished(out, cfg.rounds, cfg.budget)
@@ -261,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
         else:
             cfg = config_from_args(args)
+        if cfg.threads:  # the run's own (a resume: the run's recorded number), before its data is built
+            import torch
+
+            torch.set_num_threads(cfg.threads)
         metric = resolve(cfg).task_cls.default_metric[0].removesuffix("_worst")
         from raycompo.trackers import check_trackers, run_trackers
 
@@ -318,7 +319,7 @@ RESUME_CHANGES = {
     "eval_clients": "eval_clients", "backend": "backend", "clients_per_actor": "clients_per_actor",
     "cpus_per_actor": "cpus_per_actor", "gpus_per_actor": "gpus_per_actor", "data_dir": "data_dir",
     "state_memory": "state_memory_gb", "host_timeout": "host_timeout_s", "vectorize": "vectorize",
-    "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system",
+    "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system", "threads": "threads",
     "aggregation": "aggregation", "concurrency": "concurrency", "buffer": "buffer",
     "compress": "compress", "compress_down": "compress_down", "dp_clip": "dp_clip", "dp_noise": "dp_noise",
     "dp_delta": "dp_delta",

@@ -79,7 +79,7 @@ def test_python_and_yaml_share_one_set_of_defaults_and_checks(tmp_path):
         Availability("diurnal", p_day=0)
     with pytest.raises(ConfigError, match=r"unknown key\(s\) hours; accepted: kind, online_hours"):
         Availability("diurnal", hours=3)
-    with pytest.raises(ConfigError, match="max_attempts must be an integer >= 1"):
+    with pytest.raises(ConfigError, match=r"max_attempts must be an integer in \[1, 1000\], got 0"):
         Selection(max_attempts=0)
     p = PROFILES["mobile"]
     assert pickle.loads(pickle.dumps(p)) == p

@@ -236,7 +236,7 @@ def test_resume_refuses_a_profile_whose_files_changed(tmp_path):
     out = tmp_path / "run"
     run(fedavg(rounds=2, system=str(tmp_path / "p.yaml")), out=str(out), checkpoint_every=2)
     (tmp_path / "d.csv").write_text("flops,uplink_bytes_per_s,downlink_bytes_per_s,latency_s\n2e9,1e5,1e6,0.1\n")
-    with pytest.raises(ConfigError, match="belongs to another run"):
+    with pytest.raises(ConfigError, match="system profile changed since it started .the device CSV .* was edited"):
         raycompo.resume(out, rounds=3)
 
 

@@ -86,13 +86,24 @@ def check_belongs(ckpt: dict[str, Any], fp: dict[str, Any], path: str | Path) ->
         was = {"task": c.get("task"), "algo": c.get("algo"), "seed": c.get("seed")}
         fp = {k: fp[k] for k in was}
     differ = []
+    system: list[str] = []
     for key in fp:
-        if key == "settings" and isinstance(was.get(key), dict):
+        if key == "system" and isinstance(was.get(key), dict) and isinstance(fp[key], dict):
+            from raycompo.system.profile import changes
+
+            system = changes(was[key], fp[key])  # field by field, briefly (not two whole records)
+        elif key == "settings" and isinstance(was.get(key), dict):
             now, before = fp[key], was[key]
             differ += [f"{k}={before.get(k, '(none)')} there, {now.get(k, '(none)')} here"
                        for k in sorted({*now, *before}) if now.get(k) != before.get(k)]
         elif was.get(key) != fp[key]:
-            differ.append(f"{key} {was.get(key)} there, {fp[key]} here")
+            differ.append(f"{key} {str(was.get(key))[:60]} there, {str(fp[key])[:60]} here")
+    if system and not differ:
+        shown = "; ".join(system[:4]) + (f"; and {len(system) - 4} more" if len(system) > 4 else "")
+        raise ConfigError(f"cannot resume from checkpoint {path}: the run's system profile changed since it started "
+                          f"({shown}); it was not restored. Put the profile and its files back as they were, or "
+                          "start a new run (--overwrite, or another --out)")
+    differ += [f"system: {c}" for c in system]
     if differ:
         shown = "; ".join(differ[:6]) + (f"; and {len(differ) - 6} more" if len(differ) > 6 else "")
         raise ConfigError(f"checkpoint {path} belongs to another run than its folder's config.json ({shown}); "

@@ -137,6 +137,7 @@ def run(
     A diverged run returns status 'diverged'."""
     signals.forget()  # a signal from before this run (e.g. an earlier run in a notebook) is not ours
     cfg = cfg.canonical()  # recorded so that any folder (and --resume) finds the classes again
+    cfg = use_threads(cfg)
     resolved = resolve(cfg)  # fail fast, before any actor starts
     backend = get_backend(cfg.backend)
     if not (backend.uses_ray and address):  # a population this machine cannot hold: exit 2, no folder
@@ -285,6 +286,20 @@ class KeptClients(Observer):
 ROUNDS_CALL_SECONDS = 0.2
 """A driver actor runs several rounds per call, about this long (engine/loop.py): rows
 reach the observers at least this often, and short rounds do not each pay a round trip."""
+
+
+def use_threads(cfg: RunConfig) -> RunConfig:
+    """`cfg` with the torch threads its rounds run with: its own `threads`, set in this
+    process (it stays set), or this process's number, recorded in config.json so that a
+    resume sets it again (sums of floats depend on how they are split over threads)."""
+    import dataclasses
+
+    import torch
+
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+        return cfg
+    return dataclasses.replace(cfg, threads=torch.get_num_threads())
 
 
 def metrics_frame(rows: list[Row]) -> pd.DataFrame:

@@ -125,8 +125,8 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         settings = {**base_settings, **applicable(extra or {}, task, v.algo), **v.settings}
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=r, seed=seed, settings=settings, backend="inline",
-                            eval_every=ev, data_dir=data_dir, system=v.system, budget=dict(v.budget), **v.run,
-                            **v.transforms)
+                            eval_every=ev, data_dir=data_dir, system=v.system, budget=dict(v.budget), threads=1,
+                            **v.run, **v.transforms)
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     for v in extras:
         unknown = set(v.settings) - set(applicable(v.settings, task, v.algo))
@@ -136,7 +136,7 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         settings = {**applicable(base_settings, task, v.algo), **applicable(extra or {}, task, v.algo), **v.settings}
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=target, seed=seed, settings=settings, backend="inline",
-                            eval_every=ev, data_dir=data_dir)
+                            eval_every=ev, data_dir=data_dir, threads=1)
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     return jobs
 
@@ -155,7 +155,7 @@ def command(job: Job) -> str:
     """The `python -m raycompo.run` line that repeats this run into its folder."""
     c = job.cfg
     parts = ["python", "-m", "raycompo.run", "--task", c.task, "--algo", c.algo, "--rounds", str(c.rounds),
-             "--seed", str(c.seed), "--backend", c.backend, "--threads", "1", "--quiet"]
+             "--seed", str(c.seed), "--backend", c.backend, "--threads", str(c.threads or 1), "--quiet"]
     if c.eval_every != 1:
         parts += ["--eval-every", str(c.eval_every)]
     if c.data_dir:

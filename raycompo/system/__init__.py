@@ -4,6 +4,7 @@ It sits below `config` (which validates a profile through it) and the engine (wh
 it) and imports only `raycompo.errors`, `settings`, `seeding` and `costs`:
 
 * `profile`: what a system is (built-ins `uniform` and `mobile`, YAML files), validated;
+* `ranges`: the values its files may hold (numbers in any written form, each quantity's range);
 * `devices`: per-client compute and network, drawn from (seed, client id) or read from a CSV;
 * `availability`: who is online when (always, Bernoulli, diurnal, a trace; or a plugin);
 * `selection`: who joins a round (`deadline`: over-selection and a deadline; or a plugin),

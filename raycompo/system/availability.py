@@ -39,6 +39,7 @@ import numpy as np
 from raycompo.errors import ConfigError
 from raycompo.system import draws
 from raycompo.system.csv_file import csv_reader
+from raycompo.system.ranges import RANGES
 
 DAY_S = 86400.0
 SEARCH_MAX = 20_000
@@ -152,7 +153,7 @@ class Bernoulli(AvailabilityModel):
     class Settings:
         p: float = field(default=0.5, metadata=bounded(0.0, 1.0, strict=False))
         """Probability of being online in a slot, at least `MIN_P`."""
-        slot_s: float = field(default=600.0, metadata=bounded())
+        slot_s: float = field(default=600.0, metadata=bounded(*RANGES["slot_s"], strict=False))
         """Seconds of a slot."""
 
         def check(self, where: str) -> None:
@@ -322,7 +323,7 @@ class Trace(AvailabilityModel):
     class Settings:
         path: str | None = field(default=None, metadata={"file": "sha256"})
         """The CSV of intervals (client,start_s,end_s), an absolute path once loaded."""
-        period_s: float | None = field(default=None, metadata=bounded())
+        period_s: float | None = field(default=None, metadata=bounded(*RANGES["period_s"], strict=False))
         """The trace repeats with this period (None: a client is offline after its last interval)."""
         sha256: str | None = None
         """Digest of the file: a resumed run checks that it did not change."""
@@ -406,8 +407,9 @@ def read_trace(path: str, n_clients: int, period_s: float | None) -> dict[int, t
             if not 0 <= c < n_clients:
                 raise ConfigError(f"{where}: line {line}: client {c} does not exist (the task has clients "
                                   f"0..{n_clients - 1})")
-            if not (math.isfinite(a) and math.isfinite(b) and 0 <= a < b):
-                raise ConfigError(f"{where}: line {line}: an interval needs 0 <= start_s < end_s, got {a:g}, {b:g}")
+            if not (math.isfinite(a) and math.isfinite(b) and 0 <= a < b <= RANGES["time_s"][1]):
+                raise ConfigError(f"{where}: line {line}: an interval needs 0 <= start_s < end_s <= "
+                                  f"{RANGES['time_s'][1]:g} (seconds), got {a:g}, {b:g}")
             if period_s is not None and b > period_s:
                 raise ConfigError(f"{where}: line {line}: end_s {b:g} is past the trace's period_s {period_s:g}")
             spans.setdefault(c, []).append((a, b))

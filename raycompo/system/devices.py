@@ -23,9 +23,12 @@ from raycompo.errors import ConfigError
 from raycompo.system import draws
 from raycompo.system.csv_file import csv_reader
 from raycompo.system.profile import Devices
+from raycompo.system.ranges import RANGES
 
 CSV_COLUMNS = ("flops", "uplink_bytes_per_s", "downlink_bytes_per_s", "latency_s")
 """The numeric columns a device CSV must have (plus optional `client` and `class`)."""
+CSV_RANGES = {col: RANGES[kind] for col, kind in zip(CSV_COLUMNS, ("flops", "bytes_per_s", "bytes_per_s", "latency_s"))}
+"""Each numeric column's accepted [lowest, highest] (ranges.RANGES, as in a YAML profile)."""
 
 CACHE_MAX = 200_000
 """Devices kept after their first look-up; past this the cache starts again (a device is a
@@ -78,8 +81,10 @@ class DeviceModel:
             self._rows, self._by_client = table if table is not None else read_devices_csv(spec.csv, n_clients)
         self._pre = {p: draws.prefix(seed, p) for p in (draws.DEVICE_CLASS, draws.DEVICE_FLOPS, draws.UPLINK,
                                                          draws.DOWNLINK, draws.LATENCY, draws.DEVICE_ROW)}
-        total = sum(c.weight for c in spec.classes)
-        self._cum = [sum(c.weight for c in spec.classes[: i + 1]) / total for i in range(len(spec.classes))]
+        # weights over the largest first: their sum stays finite for any finite weights
+        top = max(c.weight for c in spec.classes)
+        w = [c.weight / top for c in spec.classes]
+        self._cum = [sum(w[: i + 1]) / sum(w) for i in range(len(w))]
 
     def seconds_per_sample(self, device: Device) -> float:
         """Compute seconds of one sample on `device`: flop_per_sample_per_param * d / flops."""
@@ -196,9 +201,9 @@ def read_devices_csv(path: str, n_clients: int) -> tuple[list[Device], bool]:
                     v = float(r[col])
                 except ValueError:
                     raise ConfigError(f"{where}: line {line}: {col}={r[col]!r} is not a number") from None
-                if not math.isfinite(v) or v < 0 or (v == 0 and col != "latency_s"):
-                    raise ConfigError(f"{where}: line {line}: {col}={r[col]} must be a finite number > 0"
-                                      f"{' (>= 0 for latency_s)' if col == 'latency_s' else ''}")
+                low, high = CSV_RANGES[col]
+                if not (math.isfinite(v) and low <= v <= high):
+                    raise ConfigError(f"{where}: line {line}: {col}={r[col]} must be a number in [{low:g}, {high:g}]")
                 vals.append(v)
             cid = _client_id(r["client"], where, line, n_clients) if by_client else line - 2
             rows.append((cid, Device(r.get("class") or "csv", *vals)))

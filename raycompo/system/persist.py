@@ -9,6 +9,7 @@ from typing import Any
 
 from raycompo.errors import ConfigError
 from raycompo.system.clock import Workload
+from raycompo.system.profile import used
 
 
 def state(system: Any) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def load(system: Any, st: dict[str, Any]) -> None:
     """Continue `system` from `st` (a checkpoint's). A checkpoint taken with another profile
     is refused, naming the fields that differ: its clock is another system's."""
     here = system.profile.record()
-    was = st.get("profile_record") or {"name": st.get("profile")}
+    was = used(st.get("profile_record") or {"name": st.get("profile")})  # (a record from before `used`: the same)
     differ = differences(was, {k: here.get(k) for k in was} if "profile_record" not in st else here)
     if differ:
         shown = "; ".join(differ[:4]) + (f"; and {len(differ) - 4} more" if len(differ) > 4 else "")

@@ -24,9 +24,10 @@ selection policy are. A built-in name (`PROFILES`) or a YAML file of the same sh
       deadline_s: 300
       max_attempts: 20
 
-Every field is checked (type, range); an unknown key is refused with the accepted ones
-named. Relative file paths are read from the YAML file's folder. Everything read from disk
-is untrusted: a malformed file is a `ConfigError` naming it.
+Every field is checked (type, range: `ranges.RANGES`); an unknown key is refused with the
+accepted ones named. A number may be written in any form (1e9, 1.0e9, 1_000:
+`ranges.as_number`). Relative file paths are read from the YAML file's folder. Everything
+read from disk is untrusted: a malformed file is a `ConfigError` naming it.
 
 The availability and selection sections name a class (`availability.BUILTINS`,
 `selection.BUILTINS`, or a plugin) whose `Settings` dataclass holds the section's other
@@ -52,6 +53,7 @@ from raycompo.errors import ConfigError
 from raycompo.system import availability as _availability_models
 from raycompo.system import selection as _selection_policies
 from raycompo.system.availability import AvailabilityModel
+from raycompo.system.ranges import NUMBER_FORMS, RANGES, as_number
 from raycompo.system.selection import SelectionPolicy
 
 Resolver = Callable[[str, str, Path], type]
@@ -209,8 +211,9 @@ class Selection(Section):
 
 def check_settings(model: Any, values: dict[str, Any], where: str, base: Path, key: str = "kind") -> Any:
     """`model.Settings` from `values`, every field checked: unknown keys refused with the
-    accepted ones named; a float field within its range (metadata `bounded`), an integer
-    field at least its least (metadata `integer`), a file field (metadata `file`: the field
+    accepted ones named; a number written in any form (`ranges.as_number`), a float field
+    within its range (metadata `bounded`), an integer field within its (metadata
+    `integer`), a file field (metadata `file`: the field
     that receives its digest) made absolute and digested; then `Settings.check(where)`."""
     cls = model.Settings
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -226,9 +229,7 @@ def check_settings(model: Any, values: dict[str, Any], where: str, base: Path, k
         elif "low" in meta:
             out[name] = number(value, name, where, low=meta["low"], strict=meta["strict"], high=meta["high"])
         elif "integer" in meta:
-            if isinstance(value, bool) or not isinstance(value, int) or value < meta["integer"]:
-                raise ConfigError(f"{where}: {name} must be an integer >= {meta['integer']}, got {value!r}")
-            out[name] = value
+            out[name] = integer(value, name, where, meta["integer"], meta.get("integer_max"))
         elif "file" in meta:
             out[name], out[meta["file"]] = _file(value, name, where, base)
         elif hints.get(name) is str and not isinstance(value, str):
@@ -257,15 +258,83 @@ class Profile:
     """One line on what it models (shown by `python -m raycompo.run --list`)."""
 
     def record(self) -> dict[str, Any]:
-        """Plain JSON values: what config.json and the checkpoint fingerprint hold."""
-        return {"name": self.name, "devices": asdict(self.devices), "availability": self.availability.record(),
-                "selection": self.selection.record(), "description": self.description}
+        """Plain JSON values of what the run uses (`used`): what config.json and the
+        checkpoint fingerprint hold. The availability and selection sections record their
+        class's settings only (`Section.record`)."""
+        return used({"name": self.name, "devices": asdict(self.devices), "availability": self.availability.record(),
+                     "selection": self.selection.record(), "description": self.description})
 
     @property
     def plain_selection(self) -> bool:
         """Every client always online and a policy whose cohort is then the engine's own
         draw (no over-selection, no deadline): the same clients as a run without --system."""
         return bool(self.availability.model.always and self.selection.model.create(self.selection.settings, 0).plain)
+
+
+DRAWN = ("classes", "flops_sigma", "uplink_bytes_per_s", "downlink_bytes_per_s", "latency_s")
+"""The fields of `Devices` a device CSV replaces (the distributions devices are drawn from)."""
+
+
+def used(record: dict[str, Any]) -> dict[str, Any]:
+    """A profile's record (`Profile.record`, or one with every field of `Devices`, as
+    checkpoints hold from before records kept only what is used) with only the fields the
+    run uses: with a device CSV, not the drawn distributions it replaces (nor the CSV fields
+    without one). (The availability and selection sections record only their own class's
+    settings.) Two records describe the same system exactly when their `used` are equal."""
+    out = dict(record)
+    if isinstance(out.get("devices"), dict):
+        dev = dict(out["devices"])
+        drop = DRAWN if dev.get("csv") is not None else ("csv", "csv_sha256")
+        out["devices"] = {k: v for k, v in dev.items() if k not in drop}
+    return out
+
+
+def file_digests(section: str, record: dict[str, Any]) -> dict[str, str]:
+    """A section's record's file digests -> the field holding each file's path: the device
+    CSV's, and those of a built-in availability model's or selection policy's settings
+    (metadata `file`, e.g. the trace's `sha256` of its `path`)."""
+    if section == "devices":
+        return {"csv_sha256": "csv"}
+    cls: Any = {"availability": Availability, "selection": Selection}.get(section)
+    model = cls.builtins.get(record.get(cls.key)) if cls is not None else None
+    if model is None:
+        return {}
+    return {f.metadata["file"]: f.name for f in dataclasses.fields(model.Settings) if "file" in f.metadata}
+
+
+def changes(was: dict[str, Any], now: dict[str, Any], at: str = "") -> list[str]:
+    """What differs between two profile records (`Profile.record`), field by field and
+    briefly: 'devices.classes[0].flops 1e+09 then, 2e+09 now', or 'the device CSV
+    /x/d.csv was edited (its sha256 differs)'. Empty when they describe the same system."""
+    if at == "":
+        was, now = used(was), used(now)
+    out: list[str] = []
+    if isinstance(was, dict) and isinstance(now, dict):
+        digests = file_digests(at, now)
+        for k in [*was, *(k for k in now if k not in was)]:
+            a, b = was.get(k), now.get(k)
+            if a == b:
+                continue
+            if k in digests and a and b:
+                path = digests[k]
+                if was.get(path) == now.get(path):  # (another path: said by its own field)
+                    what = "device CSV" if at == "devices" else f"{at} {now.get('kind', now.get('policy'))}"
+                    out.append(f"the {what} {now.get(path)} was edited (its sha256 differs)")
+            else:
+                out += changes(a, b, f"{at}.{k}" if at else str(k))
+        return out
+    if isinstance(was, list) and isinstance(now, list) and len(was) == len(now):
+        for i, (a, b) in enumerate(zip(was, now)):
+            out += changes(a, b, f"{at}[{i}]")
+        return out
+    if was != now:
+        out.append(f"{at} {_brief(was)} then, {_brief(now)} now")
+    return out
+
+
+def _brief(value: Any) -> str:
+    text = f"{value:g}" if isinstance(value, float) else "(none)" if value is None else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_profile(spec: str | Profile | dict, resolve: Resolver | None = None) -> Profile:
@@ -352,24 +421,42 @@ def _known(data: dict, accepted: tuple[str, ...], where: str) -> None:
 
 
 def number(value: Any, key: str, where: str, low: float = 0.0, strict: bool = True, high: float = math.inf) -> float:
-    """`value` as a finite float in (low, high] (or [low, high] when not `strict`)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{where}: {key} must be a finite number, got {value!r}")
-    if value < low or (strict and value == low) or value > high:
+    """`value` (a number, or a string written as one: `as_number`) as a finite float in
+    (low, high] (or [low, high] when not `strict`)."""
+    x = as_number(value)
+    if x is None or not math.isfinite(x):
+        raise ConfigError(f"{where}: {key} must be a finite number ({NUMBER_FORMS}), got {value!r}")
+    if x < low or (strict and x == low) or x > high:
         span = f"{'(' if strict else '['}{low:g}, {high:g}]"
         raise ConfigError(f"{where}: {key} must be in {span}, got {value!r}")
-    return float(value)
+    return x
 
 
-def _spread(value: Any, key: str, where: str, strict: bool = True) -> Spread:
-    """A number (the same for every client) or {median, sigma}; `strict`: the median > 0."""
+def ranged(value: Any, key: str, where: str, kind: str, strict: bool = False) -> float:
+    """`number` within `RANGES[kind]` (the lower end excluded when `strict`)."""
+    low, high = RANGES[kind]
+    return number(value, key, where, low=low, strict=strict, high=high)
+
+
+def integer(value: Any, key: str, where: str, low: int, high: int | None = None) -> int:
+    """`value` (an integer, or a number or string of an integral value: 20, 20.0, '1e3') as
+    an int in [low, high] (None: no highest)."""
+    x = as_number(value)
+    if x is None or not math.isfinite(x) or x != int(x) or x < low or (high is not None and x > high):
+        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ConfigError(f"{where}: {key} must be an integer {span}, got {value!r}")
+    return int(x)
+
+
+def _spread(value: Any, key: str, where: str, kind: str) -> Spread:
+    """A number (the same for every client) or {median, sigma}; the median in `RANGES[kind]`."""
     if isinstance(value, dict):
         _known(value, ("median", "sigma"), f"{where}: {key}")
         if "median" not in value:
             raise ConfigError(f"{where}: {key} needs a median")
-        return Spread(number(value["median"], f"{key}.median", where, strict=strict),
+        return Spread(ranged(value["median"], f"{key}.median", where, kind),
                       number(value.get("sigma", 0.0), f"{key}.sigma", where, strict=False, high=5.0))
-    return Spread(number(value, key, where, strict=strict))
+    return Spread(ranged(value, key, where, kind))
 
 
 def _file(value: Any, key: str, where: str, base: Path) -> tuple[str, str]:
@@ -405,19 +492,24 @@ def _devices(d: dict, where: str, base: Path) -> Devices:
             _known(c, ("name", "weight", "flops"), at)
             if not isinstance(c.get("name"), str) or not c["name"]:
                 raise ConfigError(f"{at}: name must be a non-empty string, got {c.get('name')!r}")
-            parsed.append(DeviceClass(c["name"], number(c.get("weight", 1.0), "weight", at),
-                                      number(c.get("flops"), "flops", at)))
+            parsed.append(DeviceClass(c["name"], ranged(c.get("weight", 1.0), "weight", at, "weight", strict=True),
+                                      ranged(c.get("flops"), "flops", at, "flops")))
         classes = tuple(parsed)
+    both = [k for k in DRAWN if k in d]
+    if "csv" in d and both:
+        raise ConfigError(f"{where}: csv replaces the drawn devices ({', '.join(DRAWN)}); give the csv or "
+                          f"{', '.join(both)}, not both")
     csv, digest = _file(d["csv"], "csv", where, base) if "csv" in d else (None, None)
     return Devices(
         classes=classes,
         flops_sigma=number(d.get("flops_sigma", 0.0), "flops_sigma", where, strict=False, high=5.0),
-        uplink_bytes_per_s=_spread(d.get("uplink_bytes_per_s", default.uplink_bytes_per_s.median), "uplink_bytes_per_s", where),
+        uplink_bytes_per_s=_spread(d.get("uplink_bytes_per_s", default.uplink_bytes_per_s.median), "uplink_bytes_per_s",
+                                   where, "bytes_per_s"),
         downlink_bytes_per_s=_spread(d.get("downlink_bytes_per_s", default.downlink_bytes_per_s.median),
-                                     "downlink_bytes_per_s", where),
-        latency_s=_spread(d.get("latency_s", default.latency_s.median), "latency_s", where, strict=False),
-        flop_per_sample_per_param=number(d.get("flop_per_sample_per_param", 6.0), "flop_per_sample_per_param", where,
-                                         strict=False),
+                                     "downlink_bytes_per_s", where, "bytes_per_s"),
+        latency_s=_spread(d.get("latency_s", default.latency_s.median), "latency_s", where, "latency_s"),
+        flop_per_sample_per_param=ranged(d.get("flop_per_sample_per_param", 6.0), "flop_per_sample_per_param", where,
+                                         "flop_per_sample_per_param"),
         csv=csv, csv_sha256=digest,
     )
 

@@ -30,11 +30,17 @@ from typing import Any, Protocol
 from raycompo.errors import ConfigError
 from raycompo.system.availability import bounded
 from raycompo.system.deadline import candidates_for, choose
+from raycompo.system.ranges import RANGES
+
+MAX_ATTEMPTS = 1000
+"""The most abandoned rounds in a row `selection.max_attempts` may allow: each attempt
+draws a cohort again, so a deadline no client meets is reported within bounded work."""
 
 
-def integer(low: int) -> dict[str, Any]:
-    """A settings field that must be an integer >= `low` (read by the profile's checks)."""
-    return {"integer": low}
+def integer(low: int, high: int | None = None) -> dict[str, Any]:
+    """A settings field that must be an integer in [low, high] (None: no highest), written
+    in any form of an integral number (20, 20.0, '1e3'); read by the profile's checks."""
+    return {"integer": low, "integer_max": high}
 
 
 class SelectionView(Protocol):
@@ -119,11 +125,11 @@ class Deadline(SelectionPolicy):
     class Settings:
         over_selection: float = field(default=1.0, metadata=bounded(1.0, 100.0, strict=False))
         """Candidates per member of the cohort: ceil(over_selection * m) are drawn."""
-        deadline_s: float | None = field(default=None, metadata=bounded())
+        deadline_s: float | None = field(default=None, metadata=bounded(*RANGES["deadline_s"]))
         """Seconds within which the m-th member must be predicted to report (None: none)."""
-        max_attempts: int = field(default=20, metadata=integer(1))
+        max_attempts: int = field(default=20, metadata=integer(1, MAX_ATTEMPTS))
         """Rounds abandoned in a row (fewer than m candidates report in time) before the run
-        stops with an error: a deadline no client meets."""
+        stops with an error: a deadline no client meets (at most `MAX_ATTEMPTS`)."""
 
         def check(self, where: str) -> None:
             pass

@@ -18,11 +18,12 @@ continues the same clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from raycompo.costs import SYSTEM_COLUMNS, ExchangeCost
+from raycompo.errors import ConfigError
 from raycompo.system import draws, persist
 from raycompo.system.candidates import draw_candidates
 from raycompo.system.clock import Clock, Workload
@@ -33,7 +34,8 @@ from raycompo.system.profile import Profile
 COLUMNS = SYSTEM_COLUMNS
 """metrics.csv columns of a run with a system (`raycompo.costs.SYSTEM_COLUMNS`)."""
 
-__all__ = ["COLUMNS", "COUNTERS", "NoSystem", "System", "SystemLike", "Tables", "check_profile", "make_system"]
+__all__ = ["COLUMNS", "COUNTERS", "NoSystem", "System", "SystemLike", "Tables", "check_cohort", "check_profile",
+           "make_system"]
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,37 @@ class Tables:
     """What the availability model's `read` returned (a trace's intervals by client)."""
 
 
-def check_profile(profile: Profile, seed: int, n_clients: int) -> Tables:
+def check_profile(profile: Profile, seed: int, n_clients: int, cohort: int | None = None) -> Tables:
     """Read and check a profile's files against a population of `n_clients` (a device CSV
     listing every client, a trace naming only clients that exist): their content, or a
-    ConfigError naming the file and what is wrong."""
+    ConfigError naming the file and what is wrong. With `cohort` (the algorithm's
+    `clients_per_round`), also that at least that many clients can ever be online
+    (`check_cohort`): an error before round 0, not at the first selection."""
     d, a = profile.devices, profile.availability
-    return Tables(read_devices_csv(d.csv, n_clients) if d.csv is not None else None,
-                  a.model.read(a.settings, n_clients))
+    tables = Tables(read_devices_csv(d.csv, n_clients) if d.csv is not None else None,
+                    a.model.read(a.settings, n_clients))
+    if cohort is not None:
+        model = a.model.create(a.settings, seed, n_clients, tables.availability)
+        check_cohort(profile, model.population, cohort)
+    return tables
+
+
+def check_cohort(profile: Profile, population: Sequence[int] | None, m: int,
+                 setting: str | None = "clients_per_round") -> None:
+    """ConfigError when fewer clients can ever be online under the profile's availability
+    (`population`, the model's: e.g. the clients a trace names; None: all of them) than a
+    cohort of `m` needs: no round could be filled. `setting`: the setting that asks for m,
+    named in the message (None where the algorithm asks for m otherwise)."""
+    if population is None or len(population) >= m:
+        return
+    a = profile.availability
+    path = getattr(a.settings, "path", None)
+    what = f"availability {a.kind}" + (f" {path}" if path else "")
+    asked = f" ({setting}={m})" if setting else ""
+    fix = f"list at least {m} clients in the trace" if a.kind == "trace" else f"let at least {m} clients be online"
+    lower = f", or lower {setting}" if setting else ""
+    raise ConfigError(f"{what} names {len(population)} client(s), and a round's cohort needs {m} online "
+                      f"clients{asked}: {fix}{lower}")
 
 
 class SystemLike(Protocol):
@@ -140,6 +166,7 @@ class System:
         """A cohort of m clients for this round, as the profile's selection policy chooses
         it (`selection.Deadline`: the engine's `plain_draw(m)` when every client is always
         online and there is no over-selection or deadline)."""
+        check_cohort(self.profile, self.availability.population, m, None)  # only those are ever online
         self._stream, self._plain = stream, plain_draw
         return self.policy.select(m, self)
 
