@@ -329,6 +329,12 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
         m = getattr(algo_settings, "clients_per_round", None)  # a cohort the availability must be able to fill
         tables = check_profile(profile, cfg.seed, n_clients,  # its files against the clients: an error now, not mid-run
                                m if isinstance(m, int) and not isinstance(m, bool) else None)
+    reason = getattr(algo_cls, "own_cohorts", None)
+    if profile is not None and reason and not profile.plain_selection:
+        raise ConfigError(
+            f"--system {profile.name}: algorithm {algo_cls.name} cannot run on a system that chooses cohorts among "
+            f"online clients: {reason}, so availability, over-selection and the deadline would not apply to it. "
+            "Use a profile whose clients are always online and drawn as the engine draws them (uniform, mobile-sync)")
     aggregation = aggregation_plan(cfg, settings, algo_cls, algo_settings, n_clients, profile, tables)
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
                     vectorized if task is not None else None, profile, tables, aggregation)

@@ -151,6 +151,12 @@ class Algorithm:
     `VALUE`, `update(of, weight)`, `WEIGHT`): what a client sends up, for `--compress`,
     client-level DP and `--list`. Empty: not declared (every key then travels as a value,
     and `--compress` cannot check a key's name before the run)."""
+    own_cohorts: ClassVar[str | None] = None
+    """Why the algorithm draws (some of) its cohorts itself instead of through `ctx.sample`
+    (e.g. DRFL's draw with replacement by its mixing weights), or None. A simulated system
+    that chooses cohorts (clients offline part of the time, over-selection, a deadline:
+    anything but the engine's own draw) refuses such an algorithm before the first round,
+    with this reason: its cohorts would bypass availability and selection unseen."""
     phases: ClassVar[dict[str, str]] = {}
     """Client phase name -> method name, collected from `@client_phase` declarations."""
     batched_phases: ClassVar[dict[str, str]] = {}

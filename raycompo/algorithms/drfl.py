@@ -49,6 +49,9 @@ class DRFL(Algorithm):
     contributions = {"local": {"w": update("w"), "w_snap": update("w"), "count": WEIGHT}, "loss": {"loss": VALUE}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
+    own_cohorts = ("its cohort D is drawn with replacement by the mixing weights lambda and its loss set U by "
+                   "its own generator (Deng et al.'s steps 1 and 3), not through the engine's cohort draw")
+
     def init_server_state(self, w0, n_clients):
         return {"lambda": torch.full((n_clients,), 1.0 / n_clients, dtype=torch.float64)}
 
