@@ -20,7 +20,12 @@ above 1; RAYCOMPO_DOCS_SCALE=1 runs every command in full:
 - a benchmark: its size options capped by BENCH_CAPS (cohort sizes, clients, rounds,
   repeats, ...), and its Ray columns left out where it has an option for it (BENCH_ONLY);
 - Ray: a command that would start a private Ray joins the one instance this file starts
-  (`--address`, loopback, its own RAY_TMPDIR): starting Ray costs 30-60 s on 2 cores.
+  (`--address`, loopback, its own RAY_TMPDIR): starting Ray costs 30-60 s on 2 cores;
+- the benchmarks of HEAVY_BENCHES (they start Ray or fresh processes themselves) run only
+  with RAYCOMPO_DOCS_ALL=1.
+
+`python -m raycompo.grafana` installs into a folder of the workspace
+(RAY_METRICS_GRAFANA_DASHBOARD_OUTPUT_DIR), the stand-in for the page's `ray start --head`.
 
 Identical commands (after shortening) run once. A command that reads a folder no earlier
 command of the pages wrote first runs the command that writes it (its `--out`; a sweep
@@ -88,6 +93,19 @@ BENCH_CAPS: dict[str, dict[str, int]] = {
     "plugin": {},
 }
 
+#: benchmarks that start Ray themselves or spawn fresh processes per measurement: minutes
+#: even shortened (a Ray start alone is 30-60 s on 2 busy cores, and times out past load ~20).
+#: They run with RAYCOMPO_DOCS_ALL=1; without it they are skipped with this reason.
+HEAVY_BENCHES: dict[str, str] = {
+    "startup": "starts fresh processes, each with its own Ray",
+    "round": "starts its own Ray",
+    "feddro": "starts its own Ray",
+    "sweep": "starts its own Ray",
+    "recovery": "starts its own Ray and kills a host actor",
+    "vectorize": "six workloads client by client and vectorized: minutes even at one round",
+}
+RUN_ALL = os.environ.get("RAYCOMPO_DOCS_ALL", "") not in ("", "0")
+
 #: options added to a benchmark: its Ray columns left out where it has the option
 BENCH_ONLY: dict[str, list[str]] = {
     "cohort": ["--no-ray"],
@@ -149,11 +167,15 @@ def split_env(text: str) -> tuple[dict[str, str], list[str]]:
 
 def skip_reason(argv: list[str]) -> str | None:
     text = " ".join(argv)
+    if module_of(argv) == "raycompo.bench" and not RUN_ALL:
+        name = argv[3] if len(argv) > 3 else ""
+        if name in HEAVY_BENCHES or ("scale" == name and option(argv, "--backends") == "ray"):
+            return f"benchmark {name}: {HEAVY_BENCHES.get(name, 'starts its own Ray')} (RAYCOMPO_DOCS_ALL=1 runs it)"
     for prefix, why in SKIPPED.items():
         if text.startswith(prefix) or (text + " ").startswith(prefix):
             return why
-    for option, why in SKIPPED_OPTIONS.items():
-        if option in argv:
+    for flag, why in SKIPPED_OPTIONS.items():
+        if flag in argv:
             return why
     return None
 
@@ -219,6 +241,8 @@ def plan(argv: list[str], env: dict[str, str]) -> Plan:
     module = module_of(argv)
     argv = list(argv)
     result = Plan(argv, dict(env))
+    if module == "raycompo.grafana":  # the page's `ray start --head` made the folder: one of its own
+        result.env.setdefault("RAY_METRICS_GRAFANA_DASHBOARD_OUTPUT_DIR", "grafana-dashboards")
     if SCALE == 1 or module is None:
         result.argv = argv
         return result
@@ -249,8 +273,6 @@ def plan(argv: list[str], env: dict[str, str]) -> Plan:
         for extra in BENCH_ONLY.get(name, []):
             if extra not in argv:
                 argv.append(extra)
-    if module == "raycompo.grafana":
-        result.env.setdefault("RAY_METRICS_GRAFANA_DASHBOARD_OUTPUT_DIR", "grafana-dashboards")
     result.argv = argv
     return result
 
@@ -292,6 +314,7 @@ class Workspace:
         self.ran: dict[tuple[str, ...], Outcome] = {}
         self.ray_process: subprocess.Popen | None = None
         self.ray_address: str | None = None
+        self.ray_error: str | None = None
         self.ray_tmp = tempfile.mkdtemp(prefix="rcdoc-", dir="/tmp")  # short: Ray's socket paths
         for name in ("examples", "sweeps", "cluster"):
             (root / name).symlink_to(ROOT / name)
@@ -322,16 +345,25 @@ class Workspace:
                     "print('ADDRESS', ray.get_runtime_context().gcs_address, flush=True)\n"
                     "sys.stdin.read()\n"
                     "ray.shutdown()\n")
-            self.ray_process = subprocess.Popen([sys.executable, "-c", code], cwd=self.root, env=self.env,
-                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            deadline = time.monotonic() + 180
-            line = ""
-            while time.monotonic() < deadline and not line.startswith("ADDRESS"):
-                line = self.ray_process.stdout.readline()
-                if not line and self.ray_process.poll() is not None:
+            assert self.ray_error is None, self.ray_error
+            for _ in range(3):  # Ray gives its raylet 30 s to register: a busy machine may need a retry
+                log = self.root / "ray-start.log"
+                with log.open("w") as err:
+                    self.ray_process = subprocess.Popen([sys.executable, "-c", code], cwd=self.root, env=self.env,
+                                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                                        text=True)
+                line = self.ray_process.stdout.readline()  # ADDRESS ..., or '' when it ended
+                if line.startswith("ADDRESS"):
+                    self.ray_address = line.split()[1]
                     break
-            assert line.startswith("ADDRESS"), "the docs tests' Ray instance did not start"
-            self.ray_address = line.split()[1]
+                try:
+                    self.ray_process.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self.ray_process.kill()
+                    self.ray_process.communicate()
+                self.ray_process = None
+                self.ray_error = f"the docs tests' Ray instance did not start: {log.read_text()[-1500:]}"
+            assert self.ray_address is not None, self.ray_error
         return self.ray_address
 
     def close(self) -> None:
