@@ -463,3 +463,25 @@ def test_documented_command_runs(doc, workspace):
 @pytest.mark.parametrize("doc", SKIPPED_DOCS, ids=[f"{d.where()} {d.text[:80]}" for d in SKIPPED_DOCS])
 def test_skipped_command(doc):
     pytest.skip(skip_reason(split_env(doc.text)[1]))
+
+
+BUDGETED = [d for d in RUNNABLE if "--budget" in split_env(d.text)[1] and "--rounds" in split_env(d.text)[1]]
+
+
+@pytest.mark.parametrize("doc", BUDGETED, ids=[f"{d.where()} {d.text[:80]}" for d in BUDGETED])
+def test_a_documented_budget_is_reached(doc, workspace):
+    """A page's `--rounds N --budget KEY=V` run reaches its budget within its N rounds: the
+    cost per round of its shortened run (the ledger's cumulative column over the rounds it
+    ran; the docs' runs draw the same work every round) times N is at least V."""
+    import pandas as pd
+
+    workspace.run(doc)
+    _, argv = split_env(doc.text)
+    rounds = int(option(argv, "--rounds"))
+    start, end = values_after(argv, "--budget")
+    budget = {key: float(value) for key, value in (word.split("=", 1) for word in argv[start:end])}
+    last = pd.read_csv(workspace.root / option(argv, "--out") / "metrics.csv").iloc[-1]
+    projected = {key: last[key] / last["round"] * rounds for key in budget}
+    assert any(projected[key] >= value for key, value in budget.items()), (
+        f"{doc.where()}: {doc.text}\n  never reaches its budget {budget} in {rounds} rounds: "
+        f"{ {k: round(v) for k, v in projected.items()} } at round {rounds} ({last['round']} rounds ran here)")
