@@ -328,6 +328,9 @@ class Workspace:
             "RAY_DEDUP_LOGS": "0",
             "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
             "RAY_USAGE_STATS_ENABLED": "0",
+            # Ray's single-machine switch: a driver joining the loopback-only instance keeps
+            # 127.0.0.1 (else ray.init rewrites it to the machine's outside address)
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
             "MPLBACKEND": "Agg",
             "RAYCOMPO_PROGRESS": "lines",
             "WANDB_SILENT": "true",
@@ -398,6 +401,9 @@ class Workspace:
                 rc = -1
                 output = f"{exc.stdout or ''}{exc.stderr or ''}\nTIMEOUT after {TIMEOUT_S} s"
             self.ran[key] = Outcome(argv, rc, output, time.monotonic() - started)
+            log = self.root / "logs" / f"{doc.page.replace('/', '_')}-{doc.line}.log"
+            log.parent.mkdir(exist_ok=True)
+            log.write_text(f"$ {shlex.join(argv)}\n# exit {rc} after {self.ran[key].seconds:.1f} s\n{output}")
         outcome = self.ran[key]
         if outcome.rc not in p.exits:
             tail = outcome.output[-3000:]
