@@ -52,7 +52,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SCALE = max(1, int(os.environ.get("RAYCOMPO_DOCS_SCALE", "100")))
-TIMEOUT_S = 300
+TIMEOUT_S = 600  # a command; damaml-fig5's 14 one-round runs took over 300 s at load 19
 EXIT_STOPPED = 130  # tune --stop-after: stopped as Ctrl-C does, resumable
 
 #: commands (prefixes of their words) not run here, with the reason
@@ -399,7 +399,8 @@ class Workspace:
                 rc, output = proc.returncode, proc.stdout + proc.stderr
             except subprocess.TimeoutExpired as exc:
                 rc = -1
-                output = f"{exc.stdout or ''}{exc.stderr or ''}\nTIMEOUT after {TIMEOUT_S} s"
+                text = [o.decode(errors="replace") if isinstance(o, bytes) else (o or "") for o in (exc.stdout, exc.stderr)]
+                output = f"{text[0]}{text[1]}\nTIMEOUT after {TIMEOUT_S} s"
             self.ran[key] = Outcome(argv, rc, output, time.monotonic() - started)
             log = self.root / "logs" / f"{doc.page.replace('/', '_')}-{doc.line}.log"
             log.parent.mkdir(exist_ok=True)
