@@ -40,6 +40,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -451,10 +452,15 @@ SKIPPED_DOCS = [d for d in DOCS if skip_reason(split_env(d.text)[1]) is not None
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    ws = Workspace(tmp_path_factory.mktemp("docs-commands"))
+def workspace():
+    """A folder of its own, not under pytest's basetemp: another pytest session on the
+    machine prunes old basetemps, and these commands run for minutes."""
+    root = Path(tempfile.mkdtemp(prefix="raycompo-docs-"))
+    ws = Workspace(root)
     yield ws
     ws.close()
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(ws.ray_tmp, ignore_errors=True)
 
 
 def test_the_pages_show_commands_to_run():
