@@ -14,7 +14,9 @@ there with the reason it is not checked here). A checked command:
   `FILE.py:Class` spec), and registered names that exist: `--task`, `--algo`, a sweep's
   `--space`, a reproduction's claim, a benchmark.
 
-The commands themselves are run, with small settings, by the tests that own them:
+tests/test_docs_commands.py runs every command, as printed but shortened (docs/index.md,
+"Every command on these pages runs"). The commands are also run, with small settings, by
+the tests that own them:
 tests/test_cli.py and tests/test_durability.py (runs, `--resume`, `--list`),
 tests/test_examples.py (every file of examples/, from the command line, on Ray and in a
 sweep), tests/test_tune*.py and tests/test_sweep*.py (sweeps), tests/test_reproduce*.py,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import socket
 import textwrap
 from pathlib import Path
 
@@ -63,9 +64,26 @@ SPACES = sorted(p for d in sweeps_dirs() for p in d.glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", SPACES, ids=[p.stem for p in SPACES])
-def test_space_file_is_valid(path):
+def test_space_file_is_valid(path, tmp_path, monkeypatch):
+    """Validated without the network and without ~: the data folder is an empty temp
+    folder and every connection is refused, so a download task (omniglot) is checked
+    without its data (its number of clients), as on a machine that has none."""
+    attempts: list = []
+
+    def refuse(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("tests never touch the network")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setenv("RAYCOMPO_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     space = load_space(str(path))
     validate(space)
+    validate(space, data_dir=str(tmp_path / "data"))
+    assert not (tmp_path / "home").exists()  # nothing written to ~
+    if space.offline:
+        assert attempts == []  # an offline space needs no network at all
 
 
 @pytest.mark.parametrize("path", SPACES, ids=[p.stem for p in SPACES])
