@@ -51,7 +51,7 @@ other. Every import counts: inside a function, by a name (importlib) or through 
                        list_tasks); shipping user code to Ray
   vectorize            which client phases run batched (--vectorize), and why not
   config               a run's configuration, resolved into validated settings
-  clients_file         the run folder's clients.csv
+  clients_file | costs_file   the run folder's clients.csv and costs.csv (appended as each round ends)
   results              the run folder: config.json, metrics.csv, resuming
   engine/              runs an algorithm over clients: hosts, pools (inline, Ray actors),
                        driver, checkpoints, recovery, placement, metrics for the dashboard;

@@ -15,7 +15,7 @@ import raycompo.bench as bench
 from raycompo.bench.__main__ import main, resolve
 
 NAMES = ["round", "cohort", "startup", "checkpoint", "feddro", "vectorize", "recovery", "scale", "state_store", "sweep", "plugin", "ledger",
-         "per_client", "system", "compress"]
+         "per_client", "async", "system", "compress"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -54,7 +54,8 @@ def test_unknown_name_in_process(capsys):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_name_maps_to_a_module_with_main(name):
     module = importlib.import_module(bench.BENCHMARKS[name])
-    assert module.__name__ == f"raycompo.bench.{name}"
+    stem = {"async": "asynchronous"}.get(name, name)  # (async is a Python keyword)
+    assert module.__name__ == f"raycompo.bench.{stem}"
     assert callable(module.main) and resolve(name) is module.main
 
 

@@ -106,7 +106,7 @@ def listed_settings(text: str) -> dict[str, dict[str, str]]:
         if line.startswith("  ") and not line.startswith("   "):
             algo = line.split()[0]
             out[algo] = {}
-        elif line.startswith("      ") and algo:
+        elif line.startswith("      ") and algo and " = " in line:  # (not the 'sends up' line)
             key, _, rest = line.strip().partition(" = ")
             out[algo][key] = rest
     return out

@@ -20,10 +20,10 @@
                inline vs ray metrics difference, lines of code of the examples
   ledger       what counting every exchange's costs adds to a round at 10^6 clients, with and
                without counting side by side (target <= 3%)
-  async        FedBuff (C = 100, K = 10): seconds per 100 client updates vs a synchronous batched
-               round of 100 (logistic-784), and the event loop's overhead per server step at 10^6, 10^7 clients
   per_client   what per-client results (spread columns, clients.csv) add to an evaluation of
                K = 10^3, 10^4 of 10^6 clients
+  async        FedBuff (C = 100, K = 10): seconds per 100 client updates vs a synchronous batched
+               round of 100 (logistic-784), and the event loop's overhead per server step at 10^6, 10^7 clients
   system       the simulated system per cohort of 100 at 10^7 clients beside the engine's own draw,
                and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
   compress     FedAvg's batched logistic-784 round with top-k, QSGD, sign, rand-k and DP beside
