@@ -43,36 +43,32 @@ def draw_candidates(availability: AvailabilityModel, pre: int, n_clients: int, k
     (bounded work per round) and the draw starts when the last of them is online."""
     pop = availability.population
     size = n_clients if pop is None else len(pop)
+    cap = 20 * k + 100
+    if pop is None and size >= BIG * cap:  # a large population: each batch taken in numpy
+        drawn, online, offline = _draw_large(availability, pre, size, k, t, key, cap)
+    else:
+        drawn, online, offline = _draw_small(availability, pop, pre, size, k, t, key, cap)
+    if len(online) >= k:
+        return Drawn(online, t, drawn, online)
+    later = sorted((nt, c) for c in offline[: 2 * k + 10] if (nt := availability.next_online(c, t)) is not None)
+    if len(online) + len(later) < m:
+        raise ConfigError(
+            f"system profile {profile!r}: round {key[0]} needs {m} clients, but of the {len(drawn)} drawn at "
+            f"simulated time {t:.0f} s only {len(online) + len(later)} are ever online (no client is online often "
+            "enough). Check the availability section (p, online_hours, p_day, the trace)")
+    fill = later[: k - len(online)]
+    return Drawn(online + [c for _, c in fill], fill[-1][0] if fill else t, drawn, online)
+
+
+def _draw_small(availability: AvailabilityModel, pop: list[int] | None, pre: int, size: int, k: int, t: float,
+                key: tuple[int, int, int], cap: int) -> tuple[list[int], list[int], list[int]]:
+    """`draw_candidates`' loop, one draw at a time (a batch of keyed draws computed at once):
+    (the distinct clients looked at in order, the online ones, the offline ones)."""
     online: list[int] = []
     offline: list[int] = []
     drawn: list[int] = []
     seen: set[int] = set()
-    cap = 20 * k + 100
     i = 0
-    if pop is None and size >= BIG * cap:  # a large population: each batch taken in numpy
-        while len(online) < k and i < cap:
-            batch = min(cap - i, 8 * (k - len(online)) + 32)
-            ids = draws.indices(pre, size, i, batch, *key)
-            on = availability.online_array(ids, t)
-            first: np.ndarray = np.zeros(batch, dtype=bool)
-            first[np.unique(ids, return_index=True)[1]] = True  # a repeat within the batch skipped
-            if seen:
-                first &= ~np.isin(ids, np.fromiter(seen, dtype=np.int64, count=len(seen)))
-            at = np.flatnonzero(first)
-            hits = np.cumsum(on[at])
-            need = k - len(online)
-            if len(hits) and hits[-1] >= need:  # the k-th online one is in this batch: stop after it
-                j = int(np.searchsorted(hits, need))
-                used = at[: j + 1]
-                i += int(at[j]) + 1
-            else:
-                used = at
-                i += batch
-            took, mask = ids[used], on[used]
-            drawn += took.tolist()
-            seen.update(drawn[-len(took):] if len(took) else ())
-            online += took[mask].tolist()
-            offline += took[~mask].tolist()
     while len(online) < k and i < cap and len(seen) < size:
         batch = min(cap - i, max(2 * (k - len(online)) + 16, 32))
         drawn_ids = draws.indices(pre, size, i, batch, *key).tolist()
@@ -86,13 +82,43 @@ def draw_candidates(availability: AvailabilityModel, pre: int, n_clients: int, k
             (online if is_on else offline).append(c)
             if len(online) >= k or len(seen) >= size:
                 break
-    if len(online) >= k:
-        return Drawn(online, t, drawn, online)
-    later = sorted((nt, c) for c in offline[: 2 * k + 10] if (nt := availability.next_online(c, t)) is not None)
-    if len(online) + len(later) < m:
-        raise ConfigError(
-            f"system profile {profile!r}: round {key[0]} needs {m} clients, but of the {len(seen)} drawn at "
-            f"simulated time {t:.0f} s only {len(online) + len(later)} are ever online (no client is online often "
-            "enough). Check the availability section (p, online_hours, p_day, the trace)")
-    fill = later[: k - len(online)]
-    return Drawn(online + [c for _, c in fill], fill[-1][0] if fill else t, drawn, online)
+    return drawn, online, offline
+
+
+def _draw_large(availability: AvailabilityModel, pre: int, size: int, k: int, t: float,
+                key: tuple[int, int, int], cap: int) -> tuple[list[int], list[int], list[int]]:
+    """`draw_candidates`' loop for a population of at least BIG * cap, a batch of keyed draws
+    at a time in numpy: (the distinct clients looked at in order, the online ones, the
+    offline ones). The same clients as one draw at a time: a repeat is
+    skipped, and the batch is cut after the k-th online one."""
+    took: list[np.ndarray] = []
+    took_on: list[np.ndarray] = []
+    n_online = i = 0
+    while n_online < k and i < cap:
+        batch = min(cap - i, 8 * (k - n_online) + 32)
+        ids = draws.indices(pre, size, i, batch, *key)
+        on = availability.online_array(ids, t)
+        ordered = np.sort(ids)
+        if took or bool((ordered[1:] == ordered[:-1]).any()):  # a repeat possible: keep each first draw
+            first = np.zeros(batch, dtype=bool)
+            first[np.unique(ids, return_index=True)[1]] = True
+            if took:
+                first &= ~np.isin(ids, np.concatenate(took))
+            at = np.flatnonzero(first)
+            ids, on = ids[at], on[at]
+        else:
+            at = None
+        hits = np.cumsum(on)
+        need = k - n_online
+        if len(hits) and hits[-1] >= need:  # the k-th online one is in this batch: stop after it
+            j = int(np.searchsorted(hits, need))
+            ids, on = ids[: j + 1], on[: j + 1]
+            i += (j if at is None else int(at[j])) + 1
+        else:
+            i += batch
+        took.append(ids)
+        took_on.append(on)
+        n_online += int(on.sum())
+    ids = np.concatenate(took)
+    on = np.concatenate(took_on)
+    return ids.tolist(), ids[on].tolist(), ids[~on].tolist()

@@ -98,6 +98,7 @@ class Clock:
 
     def begin_round(self) -> None:
         self._work = []
+        self.devices.begin_round()
 
     def end_round(self) -> None:
         """The round is over: its measured work predicts the next round's finish times."""
@@ -113,7 +114,7 @@ class Clock:
         arrays of their coefficients, elementwise the same arithmetic)."""
         if not len(clients):
             return []
-        rates = tuple(np.array(self.devices.rates_many(clients)).T)
+        rates = tuple(self.devices.rate_arrays(clients))
         return np.broadcast_to(round_time(rates, self.workload), (len(clients),)).tolist()  # type: ignore[arg-type]
 
     def wait_until(self, t: float) -> None:

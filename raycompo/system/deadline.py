@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 
 def candidates_for(m: int, over_selection: float, available: int) -> int:
     """How many candidates a cohort of m is chosen from: ceil(over_selection * m), at most
@@ -36,8 +38,21 @@ def choose(predicted: dict[int, float], m: int, deadline_s: float | None) -> Cho
     """Keep the m candidates of smallest predicted finish time (ties by client id) when all
     m are within `deadline_s`; otherwise keep none (the round is abandoned at the deadline).
     A candidate that never reports (it goes offline first) has the time inf."""
-    order = [c for _, c in sorted((t, c) for c, t in predicted.items())]  # by time, ties by id
-    kept = order[:m]
-    if len(kept) < m or math.isinf(predicted[kept[-1]]) or (deadline_s is not None and predicted[kept[-1]] > deadline_s):
-        return Choice([], sorted(predicted), deadline_s if deadline_s is not None else math.inf)
-    return Choice(sorted(kept), sorted(order[m:]), predicted[kept[-1]])
+    ids = np.fromiter(predicted, dtype=np.int64, count=len(predicted))
+    times = np.fromiter(predicted.values(), dtype=np.float64, count=len(predicted))
+    kept, dropped, close = choose_many(ids, times, m, deadline_s)
+    return Choice(ids[kept].tolist(), ids[dropped].tolist(), close)
+
+
+def choose_many(ids: np.ndarray, times: np.ndarray, m: int,
+                deadline_s: float | None) -> tuple[np.ndarray, np.ndarray, float]:
+    """`choose` on arrays: candidates `ids` (distinct, m >= 1 wanted) and their predicted
+    finish `times`. Returns (positions of the kept, sorted by id; positions of the dropped,
+    sorted by id; the close), the kept empty when the attempt is abandoned."""
+    order = np.lexsort((ids, times))  # by time, ties by id
+    if len(order) >= m:
+        close = float(times[order[m - 1]])
+        if not math.isinf(close) and (deadline_s is None or close <= deadline_s):
+            kept, rest = order[:m], order[m:]
+            return kept[np.argsort(ids[kept])], rest[np.argsort(ids[rest])], close
+    return order[:0], np.argsort(ids), deadline_s if deadline_s is not None else math.inf

@@ -34,8 +34,13 @@ CACHE_MAX = 200_000
 """Devices kept after their first look-up; past this the cache starts again (a device is a
 pure function of (seed, client): dropping it loses only time)."""
 
+KEEP_MAX = 8192
+"""Rates kept from one round to the next: a population this small is drawn once; past it the
+rates are kept for the round in progress only (at 10^7 clients a client seldom returns, and
+a large cache costs more in memory traffic than it saves in draws)."""
+
 MANY_MIN = 8
-"""`rates_many` draws this many new devices or more at once in numpy (fewer: one by one)."""
+"""`rate_arrays` draws this many new devices or more at once in numpy (fewer: one by one)."""
 
 Rates = tuple[float, float, float, float]
 """(2 * latency, seconds per byte down, per byte up, per sample) of a device: the
@@ -90,6 +95,11 @@ class DeviceModel:
         """Compute seconds of one sample on `device`: flop_per_sample_per_param * d / flops."""
         return self.flop_per_sample / device.flops
 
+    def begin_round(self) -> None:
+        """A round starts: past `KEEP_MAX` clients the rates of earlier rounds are let go."""
+        if len(self._rates) > KEEP_MAX:
+            self._rates.clear()
+
     def rates(self, c: int) -> Rates:
         """(2 * latency, seconds per byte down, per byte up, per sample) of client c's
         device: the coefficients of `clock.member_time`, cached (an exchange of every client
@@ -99,44 +109,44 @@ class DeviceModel:
             r = self._keep(c, self.device(c))
         return r
 
-    def rates_many(self, clients: Sequence[int]) -> list[Rates]:
-        """`rates(c)` of each client; those not yet known are drawn at once (numpy for the
-        keyed draws and the arithmetic, Python's own inverse normal CDF and exp per number:
-        bit for bit the rates of `rates`)."""
+    def rate_arrays(self, clients: Sequence[int]) -> np.ndarray:
+        """`rates(c)` of each client as a (4, len(clients)) array, a row per coefficient; the
+        devices not yet known are drawn at once (numpy for the keyed draws and the
+        arithmetic, Python's own inverse normal CDF and exp per number: bit for bit the
+        rates of `rates`) and cached for the exchanges that follow."""
         get = self._rates.get
-        out = [get(c) for c in clients]
-        missing = [i for i, r in enumerate(out) if r is None]
+        known = [get(c) for c in clients]
+        missing = [i for i, r in enumerate(known) if r is None]
         if len(missing) < MANY_MIN or self._rows is not None:
-            for i in missing:
-                out[i] = self.rates(clients[i])
-            return out  # type: ignore[return-value]
+            return np.array([r if r is not None else self.rates(c) for c, r in zip(clients, known)],
+                            dtype=np.float64).reshape(len(clients), 4).T
         ids = [clients[i] for i in missing]
         _, flops, up, down, lat = self._draw_many(ids)
-        rates = list(zip((2 * lat).tolist(), (1.0 / down).tolist(), (1.0 / up).tolist(),
-                         (self.flop_per_sample / flops).tolist()))
+        new = np.stack((2 * lat, 1.0 / down, 1.0 / up, self.flop_per_sample / flops))
         if len(self._rates) + len(ids) > CACHE_MAX:
             self._rates.clear()
-        self._rates.update(zip(ids, rates))
-        for i, r in zip(missing, rates):
-            out[i] = r
-        return out  # type: ignore[return-value]
+        self._rates.update(zip(ids, zip(*new.tolist())))
+        if len(missing) == len(clients):
+            return new
+        out = np.empty((4, len(clients)))
+        out[:, missing] = new
+        have = [i for i, r in enumerate(known) if r is not None]
+        out[:, have] = np.array([known[i] for i in have]).T
+        return out
 
     def _draw_many(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(class index, FLOP/s, uplink, downlink, latency) arrays of drawn clients `ids`:
-        `_make`'s draws, at once (the five keyed draws in one numpy pass)."""
+        `_make`'s draws, at once (the five keyed draws in one numpy pass, the four
+        log-normal factors in one pass of Python's own arithmetic)."""
         s, p = self.spec, self._pre
-        u_cls, u_flops, u_up, u_down, u_lat = draws.units_each(
-            [p[draws.DEVICE_CLASS], p[draws.DEVICE_FLOPS], p[draws.UPLINK], p[draws.DOWNLINK], p[draws.LATENCY]], ids)
-        kinds = np.minimum(np.searchsorted(np.array(self._cum), u_cls, side="left"), len(self._cum) - 1)
-        medians = np.array([c.flops for c in s.classes])[kinds]
-        if s.flops_sigma == 0:
-            flops = medians
-        else:  # each class's median times exp(sigma Z): `draws.lognormal`'s arithmetic
-            sigma, exp = s.flops_sigma, math.exp
-            flops = medians * np.array([exp(sigma * z) for z in draws.normals(u_flops)])
-        up = np.array(draws.lognormals(u_up, s.uplink_bytes_per_s.median, s.uplink_bytes_per_s.sigma))
-        down = np.array(draws.lognormals(u_down, s.downlink_bytes_per_s.median, s.downlink_bytes_per_s.sigma))
-        lat = np.array(draws.lognormals(u_lat, s.latency_s.median, s.latency_s.sigma))
+        u = draws.units_each([p[draws.DEVICE_CLASS], p[draws.DEVICE_FLOPS], p[draws.UPLINK], p[draws.DOWNLINK],
+                              p[draws.LATENCY]], ids)
+        kinds = np.minimum(np.searchsorted(np.array(self._cum), u[0], side="left"), len(self._cum) - 1)
+        spreads = (s.uplink_bytes_per_s, s.downlink_bytes_per_s, s.latency_s)
+        # exp(sigma Z) of each draw: with sigma 0 exactly 1, so median * factor is `draws.lognormal`
+        factor = draws.exp_normals(u[1:], (s.flops_sigma, *(x.sigma for x in spreads)))
+        flops = np.array([c.flops for c in s.classes])[kinds] * factor[0]
+        up, down, lat = (x.median * f for x, f in zip(spreads, factor[1:]))
         return kinds, flops, up, down, lat
 
     def _keep(self, c: int, d: Device) -> Rates:
@@ -152,13 +162,6 @@ class DeviceModel:
                 self._cache.clear()
             d = self._cache[c] = self._make(c)
         return d
-
-    def _make_many(self, ids: list[int]) -> list[Device]:
-        """`_make(c)` for each drawn client of `ids`, the keyed draws at once."""
-        names = [c.name for c in self.spec.classes]
-        kinds, flops, up, down, lat = self._draw_many(ids)
-        return [Device(names[k], f, u, d, la) for k, f, u, d, la in
-                zip(kinds.tolist(), flops.tolist(), up.tolist(), down.tolist(), lat.tolist())]
 
     def _make(self, c: int) -> Device:
         if self._rows is not None:

@@ -78,18 +78,17 @@ def indices(pre: int, size: int, first: int, count: int, *key: int) -> np.ndarra
     return (h % np.uint64(size)).astype(np.int64)
 
 
-def normals(u: np.ndarray) -> list[float]:
-    """The standard normal Z of each uniform number of `u` (from `units`), by inversion:
-    Python's own inverse CDF, per number (bit for bit `lognormal`'s Z)."""
-    inv = _INV_CDF
-    if inv is None:
-        return [_STD_NORMAL.inv_cdf(x) for x in u.tolist()]
-    return [inv(x, 0.0, 1.0) for x in u.tolist()]
-
-
-def lognormals(u: np.ndarray, median: float, sigma: float) -> list[float]:
-    """`lognormal` of each uniform number of `u` (from `units`), bit for bit."""
-    if sigma == 0:
-        return [median] * len(u)
-    exp = math.exp
-    return [median * exp(sigma * z) for z in normals(u)]
+def exp_normals(u: np.ndarray, sigmas: Sequence[float]) -> np.ndarray:
+    """exp(sigma_r * Z) for each uniform number of row r of `u` (rows from `units_each`), Z
+    standard normal by inversion: Python's own inverse CDF and exp per number, bit for bit
+    `lognormal`'s factor (`median * factor` is `lognormal`; sigma 0: exactly 1)."""
+    inv, exp = _INV_CDF, math.exp
+    rows = []
+    for row, sigma in zip(u.tolist(), sigmas):
+        if sigma == 0:
+            rows.append([1.0] * len(row))
+        elif inv is None:
+            rows.append([exp(sigma * _STD_NORMAL.inv_cdf(x)) for x in row])
+        else:
+            rows.append([exp(sigma * inv(x, 0.0, 1.0)) for x in row])
+    return np.array(rows, dtype=np.float64).reshape(len(rows), u.shape[-1])

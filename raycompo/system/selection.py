@@ -27,9 +27,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from raycompo.errors import ConfigError
 from raycompo.system.availability import bounded
-from raycompo.system.deadline import candidates_for, choose
+from raycompo.system.deadline import candidates_for, choose_many
 from raycompo.system.ranges import RANGES
 
 MAX_ATTEMPTS = 1000
@@ -80,6 +82,9 @@ class SelectionView(Protocol):
     def drop(self, c: int, wasted_s: float, left: bool) -> None:
         """Candidate c is not used this round; it worked `wasted_s` seconds for nothing
         (`left`: it went offline before it finished)."""
+
+    def drop_many(self, clients: list[int], wasted_s: list[float], left: list[bool]) -> None:
+        """`drop` of each candidate of `clients`, in that order, at once."""
 
     def keep(self, clients: list[int]) -> list[int]:
         """The cohort (sorted ids): counted as selected, and returned."""
@@ -147,22 +152,22 @@ class Deadline(SelectionPolicy):
             k = candidates_for(m, s.over_selection, view.population_size)
             candidates, start = view.candidates(k, m, attempt)
             view.wait_until(start)  # waiting for check-ins counts
-            predicted = view.predict_many(candidates)
-            stays = ([math.inf] * len(candidates) if view.always
-                     else [u - start for u in view.online_until_many(candidates, start)])
-            fastest = min(fastest, min(predicted))
+            ids = np.array(candidates, dtype=np.int64)
+            predicted = np.array(view.predict_many(candidates), dtype=np.float64)
+            stays = (np.full(len(ids), math.inf) if view.always
+                     else np.array(view.online_until_many(candidates, start), dtype=np.float64) - start)
+            fastest = min(fastest, float(predicted.min()))
             # a candidate that goes offline before it finishes never reports
-            reports = {c: (p if p <= st else math.inf) for c, p, st in zip(candidates, predicted, stays)}
-            choice = choose(reports, m, s.deadline_s)
-            close = choice.close_s
-            if not choice.kept and s.deadline_s is None:  # until the last one reported or left
-                close = max(min(p, st) for p, st in zip(predicted, stays))
-            at = {c: i for i, c in enumerate(candidates)}
-            for c in choice.dropped:  # each worked until the round closed, or it left
-                p, st = predicted[at[c]], stays[at[c]]
-                view.drop(c, min(p, st, close), left=st < min(p, close))
-            if choice.kept:
-                return view.keep(choice.kept)
+            reports = np.where(predicted <= stays, predicted, math.inf)
+            kept, dropped, close = choose_many(ids, reports, m, s.deadline_s)
+            if not len(kept) and s.deadline_s is None:  # until the last one reported or left
+                close = float(np.minimum(predicted, stays).max())
+            # each dropped one worked until the round closed, or it left
+            p, st = predicted[dropped], stays[dropped]
+            view.drop_many(ids[dropped].tolist(), np.minimum(np.minimum(p, st), close).tolist(),
+                           (st < np.minimum(p, close)).tolist())
+            if len(kept):
+                return view.keep(ids[kept].tolist())
             view.advance(close)
         deadline = f"within deadline_s={s.deadline_s:g} s" if s.deadline_s is not None else "before going offline"
         raise ConfigError(

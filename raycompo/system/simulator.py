@@ -218,11 +218,14 @@ class System:
         self.clock.advance(seconds)
 
     def drop(self, c: int, wasted_s: float, left: bool) -> None:
-        self.counters.count("dropped", [c])
-        if left:
-            self.counters.count("left", [c])
-        self.counters.add("wasted_s", c, wasted_s)
-        self.totals.drop(wasted_s)
+        self.drop_many([c], [wasted_s], [left])
+
+    def drop_many(self, clients: list[int], wasted_s: list[float], left: list[bool]) -> None:
+        self.counters.count("dropped", clients)
+        self.counters.count("left", [c for c, gone in zip(clients, left) if gone])
+        for c, w in zip(clients, wasted_s):
+            self.counters.add("wasted_s", c, w)
+            self.totals.drop(w)
 
     def keep(self, clients: list[int]) -> list[int]:
         self.counters.count("selected", clients)

@@ -1,0 +1,109 @@
+"""The simulated system's fast paths give the numbers of its plain ones (issue 32: the system
+under 1 ms per cohort of 100 at 10^7 clients): candidates drawn a batch at a time in numpy,
+devices drawn at once, the deadline policy's choice on arrays. Each is compared with the
+one-at-a-time path it replaces, bit for bit."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+
+from raycompo.system import PROFILES, System, candidates
+from raycompo.system.availability import DAY_S, Diurnal
+from raycompo.system.deadline import choose, choose_many
+from raycompo.system.devices import KEEP_MAX, DeviceModel
+from raycompo.system.draws import CANDIDATE, prefix
+
+
+def test_candidates_drawn_in_numpy_are_those_drawn_one_at_a_time(monkeypatch):
+    avail = Diurnal(6, 0, 0.9, 5)
+    pre = prefix(5, CANDIDATE)
+    rng = random.Random(1)
+    cases = [(10**7, 130, 100), (10**6, 40, 30), (10**5, 13, 10)]  # n >= BIG * cap: the numpy path
+    fast = {}
+    for n, k, m in cases:
+        for r in range(15):
+            t = rng.uniform(0, 30 * DAY_S)
+            fast[n, r] = (candidates.draw_candidates(avail, pre, n, k, m, t, (r, 0, 0), "p"), t)
+    monkeypatch.setattr(candidates, "BIG", 10**12)  # every population takes the one-at-a-time loop
+    for (n, r), (got, t) in fast.items():
+        k, m = next((k, m) for nn, k, m in cases if nn == n)
+        assert candidates.draw_candidates(avail, pre, n, k, m, t, (r, 0, 0), "p") == got
+
+
+def test_a_repeat_within_and_across_batches_is_skipped_as_one_at_a_time(monkeypatch):
+    # a population just at BIG * cap: repeats are frequent enough to occur within a batch and
+    # across batches (few online: several batches)
+    avail = Diurnal(1, 0, 0.5, 2)  # about 2 % online: several batches
+    pre = prefix(2, CANDIDATE)
+    k = 4
+    n = candidates.BIG * (20 * k + 100)
+    fast = [candidates.draw_candidates(avail, pre, n, k, k, 3600.0 * h, (h, 1, 0), "p") for h in range(24)]
+    assert any(len(d.drawn) > 8 * k + 32 for d in fast)  # a second batch was needed
+    monkeypatch.setattr(candidates, "BIG", 10**12)
+    slow = [candidates.draw_candidates(avail, pre, n, k, k, 3600.0 * h, (h, 1, 0), "p") for h in range(24)]
+    assert fast == slow
+    for d in fast:
+        assert len(set(d.drawn)) == len(d.drawn)
+
+
+def test_devices_drawn_at_once_are_those_drawn_one_by_one():
+    spec = PROFILES["mobile"].devices
+    ids = list(range(3, 10**7, 99991))
+    at_once = DeviceModel(spec, 4, 10**7, 1000)
+    arr = at_once.rate_arrays(ids)
+    one_by_one = DeviceModel(spec, 4, 10**7, 1000)
+    expected = np.array([one_by_one.rates(c) for c in ids]).T
+    assert arr.shape == (4, len(ids)) and np.array_equal(arr, expected)
+    # some known, some new, in any order: the same rows
+    mixed = ids[::3] + list(range(5, 10**7, 1234567))
+    assert np.array_equal(at_once.rate_arrays(mixed), np.array([one_by_one.rates(c) for c in mixed]).T)
+    # past KEEP_MAX clients the rates of earlier rounds are let go at a round's start, and come back equal
+    many = list(range(0, 10**7, 10**7 // (KEEP_MAX + 10)))
+    at_once.rate_arrays(many)
+    at_once.begin_round()
+    assert len(at_once._rates) == 0
+    assert np.array_equal(at_once.rate_arrays(ids), expected)
+
+
+def test_the_choice_on_arrays_is_the_sorted_choice():
+    rng = random.Random(7)
+    for _ in range(300):
+        k = rng.randint(1, 30)
+        ids = rng.sample(range(10**6), k)
+        times = [rng.choice([1.0, 2.0, 2.5, math.inf, rng.uniform(0, 5)]) for _ in ids]  # ties and infs
+        m = rng.randint(1, k + 1)
+        deadline = rng.choice([None, 2.0, 4.0])
+        # the definition: by time, ties by id; abandoned when fewer than m, or the m-th is inf or late
+        order = sorted(zip(times, ids))
+        ok = len(order) >= m and not math.isinf(order[m - 1][0]) and (deadline is None or order[m - 1][0] <= deadline)
+        c = choose(dict(zip(ids, times)), m, deadline)
+        if ok:
+            assert c.kept == sorted(i for _, i in order[:m]) and c.dropped == sorted(i for _, i in order[m:])
+            assert c.close_s == order[m - 1][0]
+        else:
+            assert c.kept == [] and c.dropped == sorted(ids)
+            assert c.close_s == (deadline if deadline is not None else math.inf)
+        kept, dropped, close = choose_many(np.array(ids), np.array(times), m, deadline)
+        assert np.array(ids)[kept].tolist() == c.kept and np.array(ids)[dropped].tolist() == c.dropped
+
+
+def test_a_system_round_is_the_same_with_the_fast_paths_off(monkeypatch):
+    """A few mobile rounds at 10^7 clients, then the same with every fast path off (candidates
+    one at a time, devices one by one): the same cohorts, clock and counters."""
+
+    def rounds():
+        s = System(PROFILES["mobile"], 3, 10**7, 1000, 4000)
+        out = []
+        for r in range(1, 6):
+            s.begin_round(r)
+            out.append((s.select(50, 0, lambda m: list(range(m))), s.clock.now, s.columns()))
+            s.end_round()
+        return out, {k: s.counters[k] for k in ("drawn", "dropped", "wasted_s")}
+
+    fast = rounds()
+    monkeypatch.setattr(candidates, "BIG", 10**12)
+    monkeypatch.setattr("raycompo.system.devices.MANY_MIN", 10**9)
+    assert rounds() == fast
