@@ -162,3 +162,16 @@ def test_a_budget_on_dropped_bytes_down_ends_the_run(tmp_path):
     assert [r["dropped_bytes_down"] for r in cut.rows] == [r["dropped_bytes_down"] for r in full.rows[:4]]
     with pytest.raises(raycompo.errors.ConfigError, match="budget dropped_bytes_down needs a simulated system"):
         raycompo.run("synthetic", "fedavg", rounds=1, settings=FEDAVG, budget={"dropped_bytes_down": 1.0})
+
+
+def test_asynchronous_runs_leave_them_to_the_ledger(tmp_path):
+    """With --aggregation async a lost or too stale client's download (and a stale one's work)
+    is in the ledger's columns already (engine/asynchronous.py): the dropped columns stay 0
+    while clients are dropped."""
+    out = tmp_path / "async"
+    assert main(["--task", "synthetic", "--algo", "fedavg", "--rounds", "5", "--backend", "inline", "--quiet",
+                 "--system", "mobile", "--aggregation", "async", "--concurrency", "10", "--set", "staleness=hinge",
+                 "async_alpha=0.6", "async_rho=0.01", "max_staleness=1", "--out", str(out)]) == 0
+    rows = pd.read_csv(out / "metrics.csv")
+    assert rows["dropped"].sum() > 0 and rows["wasted_s"].iloc[-1] > 0
+    assert (rows[list(DROPPED_COLUMNS)] == 0).all().all()
