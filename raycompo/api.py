@@ -139,8 +139,8 @@ def run(
         vectorize_memory (MB): what one batched chunk of clients may use.
     system: a simulated system (as --system): a built-in profile ('uniform', 'mobile',
         'mobile-sync', 'mobile-fastest') or a YAML file path; cohorts are drawn among online
-        clients and the rows gain sim_time, dropped and wasted_s (docs/system.md). None
-        (default): no system.
+        clients and the rows gain sim_time, dropped, wasted_s and the dropped_* costs
+        (docs/system.md). None (default): no system.
     aggregation: 'sync' (default), 'buffered' (FedBuff) or 'async' (FedAsync), as
         --aggregation; the asynchronous ones need `system`, `rounds` then counts server
         steps, and their settings (staleness, staleness_a, staleness_b, server_lr,

@@ -3,7 +3,7 @@
 `--budget samples=1e6 bytes_up=2e9` (`budget={...}` in `raycompo.run`, `RunConfig.budget`)
 ends the run, status 'completed', at the first round where any listed cost column
 (`samples`, `values_up`, `values_down`, `bytes_up`, `bytes_down`, `exchanges`; `sim_time`
-with a simulated system; `epsilon` with client-level DP, docs/compression.md) is >= its value: sweeps compare algorithms at equal cost. The
+and the dropped candidates' `dropped_bytes_down`, ... with a simulated system; `epsilon` with client-level DP, docs/compression.md) is >= its value: sweeps compare algorithms at equal cost. The
 budget only reads the cost columns (engine/ledger.py) once a round ended, like the
 divergence check; the last round is evaluated whatever `eval_every` says.
 
@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from raycompo.costs import CUMULATIVE_COLUMNS
+from raycompo.costs import CUMULATIVE_COLUMNS, SYSTEM_COLUMNS
 from raycompo.errors import ConfigError
 
 BUDGET_KEYS = CUMULATIVE_COLUMNS
@@ -25,8 +25,9 @@ BUDGET_KEYS = CUMULATIVE_COLUMNS
 `epsilon` only with client-level DP, --dp-clip: the config checks that), named once in
 `raycompo.costs`."""
 
-NEEDS_SYSTEM = ("sim_time",)
-"""Budget keys whose column only a simulated system (`--system`) writes."""
+NEEDS_SYSTEM = tuple(k for k in BUDGET_KEYS if k in SYSTEM_COLUMNS)
+"""Budget keys whose column only a simulated system (`--system`) writes: `sim_time` and
+what dropped candidates cost (`costs.DROPPED_COLUMNS`)."""
 
 
 def parse_budget(items: list[str]) -> dict[str, float]:

@@ -67,8 +67,8 @@ class RunConfig:
     system: str | None = None
     """A simulated system (raycompo/system/, docs/system.md): a built-in profile name
     ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds
-    the columns sim_time, dropped and wasted_s, and draws cohorts among online clients.
-    None: no system, no such columns."""
+    the columns sim_time, dropped, wasted_s and the dropped_* costs, and draws cohorts among
+    online clients. None: no system, no such columns."""
     aggregation: str = "sync"
     """How the server aggregates (raycompo/system/aggregation.py, docs/system.md): 'sync'
     (rounds whose exchanges are barriers), 'buffered' (FedBuff: `concurrency` clients in

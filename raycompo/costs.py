@@ -10,8 +10,8 @@ simulated system's clock (`raycompo.system`) turns each record into simulated se
 This module sits at the bottom of the package (it imports nothing of raycompo) so that
 both the engine, which produces the records, and the system model below it, which reads
 them, can name the type; and it holds the one list of the cost columns (`LEDGER_COLUMNS`,
-`SYSTEM_COLUMNS`), which the ledger, the simulated system, the budget and the cost axes
-all read, so that a column is named in one place.
+`SYSTEM_COLUMNS` with its `DROPPED_COLUMNS`), which the ledger, the simulated system, the
+budget and the cost axes all read, so that a column is named in one place.
 """
 
 from __future__ import annotations
@@ -21,10 +21,17 @@ from dataclasses import dataclass, field
 LEDGER_COLUMNS = ("samples", "oracle_calls", "values_up", "values_down", "bytes_up", "bytes_down", "exchanges")
 """The ledger's cumulative cost columns of metrics.csv, in order (every run; docs/costs.md)."""
 
-SYSTEM_COLUMNS = ("sim_time", "dropped", "wasted_s")
+DROPPED_COLUMNS = ("dropped_bytes_down", "dropped_bytes_up", "dropped_samples", "dropped_oracle_calls")
+"""What the dropped candidates of the synchronous rounds cost, cumulative, shown apart from
+the ledger's columns (which count the cohort's exchanges only): bytes received and sent,
+samples drawn and oracle calls made until each stopped (`raycompo.system.dropped`;
+docs/costs.md). Floats: work in progress when a candidate stopped counts in proportion."""
+
+SYSTEM_COLUMNS = ("sim_time", "dropped", "wasted_s") + DROPPED_COLUMNS
 """The simulated system's columns of metrics.csv, after the ledger's (only with --system;
 docs/system.md): cumulative simulated seconds, clients selected but not used this round,
-cumulative device-seconds of work thrown away."""
+cumulative device-seconds of work thrown away, then what that work received, sent and
+computed (`DROPPED_COLUMNS`)."""
 
 PRIVACY_COLUMNS = ("epsilon",)
 """Client-level DP's column of metrics.csv, last (only with --dp-clip; docs/compression.md):
@@ -33,7 +40,7 @@ the cumulative privacy loss epsilon at --dp-delta."""
 COST_COLUMNS = LEDGER_COLUMNS + SYSTEM_COLUMNS + PRIVACY_COLUMNS
 """Every cost column a row may hold: what a budget, a cost axis or a plot may name."""
 
-CUMULATIVE_COLUMNS = LEDGER_COLUMNS + ("sim_time", "epsilon")
+CUMULATIVE_COLUMNS = LEDGER_COLUMNS + ("sim_time",) + DROPPED_COLUMNS + ("epsilon",)
 """The cost columns that only grow over a run: those a budget may limit."""
 
 BREAKDOWN_COLUMNS = ("round", "direction", "key", "values", "bytes")

@@ -58,7 +58,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="memory a host's batched chunk of clients may use (default 512)")
     p.add_argument("--system", default=None, metavar="PROFILE",
                    help="simulate devices, availability and a clock: a built-in profile (uniform, mobile, mobile-sync, mobile-fastest) or a YAML "
-                        "file; adds the columns sim_time, dropped, wasted_s (docs/system.md)")
+                        "file; adds the columns sim_time, dropped, wasted_s, dropped_* (docs/system.md)")
     p.add_argument("--aggregation", choices=("sync", "buffered", "async"), default="sync",
                    help="sync (rounds of barriers, default), buffered (FedBuff: C clients in flight, K arrivals per "
                         "server step) or async (FedAsync: one arrival per server step); buffered/async need --system, "

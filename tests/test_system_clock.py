@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from raycompo.costs import ExchangeCost
+from raycompo.costs import DROPPED_COLUMNS, ExchangeCost
 from raycompo.errors import ConfigError
 from raycompo.system import PROFILES, System, load_profile
 from raycompo.system.deadline import candidates_for, choose
@@ -35,7 +35,8 @@ def test_uniform_round_time_is_the_formula():
     s.on_exchange(exchange(1, 0, [0, 1, 2], samples=50, down=4000, up=8000))
     s.end_round()
     expect = 2 * 0.05 + 4000 / 1.25e6 + 50 * 6 * D / 1e10 + 8000 / 1.25e6
-    assert s.columns() == {"sim_time": pytest.approx(expect, rel=1e-12), "dropped": 0, "wasted_s": 0.0}
+    assert s.columns() == {"sim_time": pytest.approx(expect, rel=1e-12), "dropped": 0, "wasted_s": 0.0,
+                           **dict.fromkeys(DROPPED_COLUMNS, 0.0)}  # nobody dropped: nothing charged
     s.begin_round(2)
     s.on_exchange(exchange(2, 0, [4], samples=0, down=0, up=0))
     assert s.now == pytest.approx(expect + 0.1)

@@ -180,7 +180,7 @@ class Federation:
                                   self.w.numel() * self.w.element_size(), r.system_tables)
         """The simulated system (raycompo/system/; `NoSystem` without --system): it chooses the
         cohorts, its clock hears every exchange (an `exchange_listeners` entry), it adds the
-        columns sim_time, dropped, wasted_s."""
+        columns sim_time, dropped, wasted_s, dropped_*."""
         self.client_columns: ClientColumns | None = (
             self.system.client_columns if self.system.on else None)  # type: ignore[assignment]
         """More per-client columns of clients.csv for the evaluated clients: with --system,
@@ -254,7 +254,7 @@ class Federation:
 
     def cost_columns(self) -> dict[str, Any]:
         """The cumulative cost columns of this round's row (engine/ledger.py), then, with
-        --system, the simulated system's (sim_time, dropped, wasted_s)."""
+        --system, the simulated system's (sim_time, dropped, wasted_s, dropped_*)."""
         cols = {**self.ledger.columns(), **self.system.columns()}
         if self.asynchronous is not None:  # staleness_mean, staleness_max, in_flight
             cols.update(self.asynchronous.columns())

@@ -11,6 +11,7 @@ it) and imports only `raycompo.errors`, `settings`, `seeding` and `costs`:
   with `deadline`'s arithmetic and `candidates`, the O(m) draw of online candidates;
 * `clock`: the one formula of a member's time (`member_time`), the clock and predictions;
 * `counters`: per-client counts since the last evaluation, and the run's totals;
+* `dropped`: what the dropped candidates of a round received, sent and computed;
 * `persist`: the state a checkpoint keeps;
 * `simulator`: `System`, the parts composed behind the interface the engine calls, and
   `NoSystem`, the same interface doing nothing.

@@ -57,11 +57,19 @@ def member_work(e: ExchangeCost, i: int) -> float:
 
 @dataclass
 class Workload:
-    """What one member did in one exchange (a prediction's input): samples and bytes."""
+    """What one member did in one exchange (a prediction's input): its compute in samples'
+    worth (`member_work`) and bytes; and, for what a dropped candidate's work is charged
+    (`raycompo.system.dropped`), the data points it drew and its oracle calls."""
 
     samples: float
+    """Compute in samples' worth (`member_work`: oracle calls / CALLS_PER_SAMPLE): what the
+    clock prices."""
     bytes_down: float
     bytes_up: float
+    data_samples: float = 0.0
+    """Data points drawn (the ledger's `samples`)."""
+    oracle_calls: float = 0.0
+    """Oracle calls (the ledger's `oracle_calls`; 0 where the exchange carries no count)."""
 
 
 def exchange_workload(e: ExchangeCost) -> Workload:
@@ -69,7 +77,7 @@ def exchange_workload(e: ExchangeCost) -> Workload:
     counts its double work)."""
     k = max(1, e.size)
     return Workload(sum(member_work(e, i) for i in range(len(e.clients))) / k, sum(e.bytes_down) / k,
-                    sum(e.bytes_up) / k)
+                    sum(e.bytes_up) / k, sum(e.samples) / k, sum(e.oracle_calls) / k)
 
 
 def round_time(rates: Rates, workload: Iterable[Workload]) -> float:
@@ -100,10 +108,12 @@ class Clock:
         self._work = []
         self.devices.begin_round()
 
-    def end_round(self) -> None:
-        """The round is over: its measured work predicts the next round's finish times."""
+    def end_round(self) -> list[Workload]:
+        """The round is over: its measured work predicts the next round's finish times.
+        Returns that work (per exchange, the mean member's; empty: no exchange ran)."""
         if self._work:
             self.workload = self._work
+        return self._work
 
     def predict(self, c: int) -> float:
         """Seconds client c would take for a round like the last one."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from raycompo.costs import SYSTEM_COLUMNS
+from raycompo.costs import DROPPED_COLUMNS, SYSTEM_COLUMNS
 
 COUNTS = ("drawn", "online", "selected", "dropped", "left")
 """Per-client counts: times drawn as a candidate, found online when drawn, kept in a cohort,
@@ -90,5 +90,7 @@ class RunTotals:
         self.wasted_s += wasted_s
 
     def columns(self, sim_time: float) -> dict[str, Any]:
-        """The row's system columns, by the names `costs.SYSTEM_COLUMNS` holds."""
-        return dict(zip(SYSTEM_COLUMNS, (sim_time, self.dropped_round, self.wasted_s)))
+        """The row's system columns, by the names `costs.SYSTEM_COLUMNS` holds (but the
+        dropped candidates' costs, `dropped.DroppedCosts`)."""
+        names = [c for c in SYSTEM_COLUMNS if c not in DROPPED_COLUMNS]
+        return dict(zip(names, (sim_time, self.dropped_round, self.wasted_s), strict=True))

@@ -1,5 +1,5 @@
 """A system's state in a checkpoint: the clock, the last round's workload, the run's totals
-and the per-client counters of the current window (O(window), see `counters`), with the
+(with the dropped candidates' costs) and the per-client counters of the current window (O(window), see `counters`), with the
 profile it was taken with, so that a resumed run continues the same clock or is refused
 with what differs."""
 
@@ -16,7 +16,9 @@ def state(system: Any) -> dict[str, Any]:
     """Plain numbers and lists of `system` (a `simulator.System`)."""
     return {"profile": system.profile.name, "profile_record": system.profile.record(),
             "now": system.clock.now, "wasted_s": system.totals.wasted_s,
-            "workload": [[w.samples, w.bytes_down, w.bytes_up] for w in system.clock.workload],
+            "workload": [[w.samples, w.bytes_down, w.bytes_up, w.data_samples, w.oracle_calls]
+                         for w in system.clock.workload],
+            "dropped_costs": system.dropped_costs.state(),
             "counters": system.counters.state()}
 
 
@@ -45,6 +47,7 @@ def load(system: Any, st: dict[str, Any]) -> None:
     system.clock.now = float(st["now"])
     system.totals.wasted_s = float(st["wasted_s"])
     system.clock.workload = [Workload(*map(float, w)) for w in st["workload"]]
+    system.dropped_costs.load(st.get("dropped_costs"))
     counters = st.get("counters")
     if isinstance(counters, dict) and "events" in counters:
         system.counters.load(counters)

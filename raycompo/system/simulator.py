@@ -29,6 +29,7 @@ from raycompo.system.candidates import draw_candidates
 from raycompo.system.clock import Clock, Workload
 from raycompo.system.counters import COUNTERS, ClientCounters, RunTotals
 from raycompo.system.devices import Device, DeviceModel, read_devices_csv
+from raycompo.system.dropped import DroppedCosts
 from raycompo.system.profile import Profile
 
 COLUMNS = SYSTEM_COLUMNS
@@ -118,6 +119,8 @@ class System:
         self.clock = Clock(self.devices, self.availability, model_bytes)
         self.counters = ClientCounters()
         self.totals = RunTotals()
+        self.dropped_costs = DroppedCosts()
+        """The round's dropped candidates and what they cost (`dropped`: DROPPED_COLUMNS)."""
         self._candidate = draws.prefix(seed, draws.CANDIDATE)
         self.round = 0
         self._members: set[int] = set()
@@ -156,11 +159,13 @@ class System:
         self.round, self._members = round_, set()
         self.clock.begin_round()
         self.totals.begin_round()
+        self.dropped_costs.begin_round()
         self.counters.begin_round()
 
     def end_round(self) -> None:
-        """The round is over: its measured work predicts the next round's finish times."""
-        self.clock.end_round()
+        """The round is over: its measured work predicts the next round's finish times, and
+        charges its dropped candidates (`dropped.DroppedCosts`)."""
+        self.dropped_costs.end_round(self.clock.end_round(), self.devices.rates)
 
     def select(self, m: int, stream: int, plain_draw: Callable[[int], list[int]]) -> list[int]:
         """A cohort of m clients for this round, as the profile's selection policy chooses
@@ -226,6 +231,7 @@ class System:
         for c, w in zip(clients, wasted_s):
             self.counters.add("wasted_s", c, w)
             self.totals.drop(w)
+            self.dropped_costs.drop(c, w)
 
     def keep(self, clients: list[int]) -> list[int]:
         self.counters.count("selected", clients)
@@ -234,8 +240,9 @@ class System:
 
     # --- what the engine reads -----------------------------------------------------------
     def columns(self) -> dict[str, Any]:
-        """The row's system columns: `sim_time`, `dropped` (this round), `wasted_s`."""
-        return self.totals.columns(self.clock.now)
+        """The row's system columns: `sim_time`, `dropped` (this round), `wasted_s`, then what
+        the dropped candidates cost (`costs.DROPPED_COLUMNS`)."""
+        return {**self.totals.columns(self.clock.now), **self.dropped_costs.columns()}
 
     def client_columns(self, clients: list[int]) -> dict[int, dict[str, Any]]:
         """Per client asked: its device (class, FLOP/s, seconds per sample, bandwidths,
