@@ -340,7 +340,8 @@ register(Claim(
         V("qfedavg-wait", "qfedavg", system="mobile-sync"),
         V("qfedavg-drop", "qfedavg", system="mobile-fastest"),
     ),
-    metrics=("val_acc_worst", "val_acc", "sim_time"),
+    metrics=("val_acc_worst", "val_acc", "sim_time", "wasted_s", "values", "bytes_down", "dropped_bytes_down",
+             "dropped_samples"),
     panels=(Panel("val_acc_worst", "worst-client validation accuracy"), Panel("val_acc", "average validation accuracy"),
             Panel("sim_time", "simulated seconds")),
     ncols=3,
@@ -379,7 +380,7 @@ register(Claim(
         V("pdsgd", "pdsgd"),
     ),
     metrics=("reach:values:grad_norm<0.65", "reach:values:grad_norm<0.5", f"slope:values:grad_norm:{EPS}",
-             "grad_norm", "objective", "train_acc", "values", "samples"),
+             "grad_norm", "objective", "train_acc", "values", "samples", "oracle_calls"),
     panels=(Panel("grad_norm", "||grad Phi(x-bar)|| against values sent", log=True),
             Panel("objective", "Phi(x-bar) against values sent"), Panel("train_acc", "train accuracy against values sent")),
     ncols=3,
@@ -409,7 +410,7 @@ register(Claim(
         V("local-scgdm", "local-scgdm", per_task_state=True),
     ),
     metrics=("reach:values:val_loss<3.25", "reach:samples:val_loss<3.25", f"slope:values:val_loss:{SCGDM_EPS}",
-             f"slope:samples:val_loss:{SCGDM_EPS}", "val_loss", "train_loss", "values", "samples"),
+             f"slope:samples:val_loss:{SCGDM_EPS}", "val_loss", "train_loss", "values", "samples", "oracle_calls"),
     panels=(Panel("val_loss", "validation loss against values sent", log=True),
             Panel("train_loss", "train loss against values sent", log=True)),
     paper_says="Local-SCGDM reaches a loss target with fewer values communicated and fewer samples than "
@@ -431,7 +432,7 @@ register(Claim(
     task="dro-mnist5k", rounds=200, eval_every=5, x_axis="values",
     variants=tuple(V(f"tau{t}", "comfedl", tau=t, normalizer="lse", budget={"values_up": TAU_VALUES})
                    for t in (1, 5, 10)),
-    metrics=("val_acc", "val_acc_worst", "train_acc", "values", "samples"),
+    metrics=("val_acc", "val_acc_worst", "train_acc", "values", "samples", "oracle_calls"),
     panels=(Panel("val_acc", "average validation accuracy"), Panel("val_acc_worst", "worst-client validation accuracy")),
     paper_says="(our reading of Figure 3 at equal cost) at the same values communicated, more local steps "
     "(larger tau) reach a better accuracy",
