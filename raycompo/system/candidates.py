@@ -108,10 +108,10 @@ def _draw_large(availability: AvailabilityModel, pre: int, size: int, k: int, t:
             ids, on = ids[at], on[at]
         else:
             at = None
-        hits = np.cumsum(on)
+        hits = on.cumsum()
         need = k - n_online
         if len(hits) and hits[-1] >= need:  # the k-th online one is in this batch: stop after it
-            j = int(np.searchsorted(hits, need))
+            j = int(hits.searchsorted(need))
             ids, on = ids[: j + 1], on[: j + 1]
             i += (j if at is None else int(at[j])) + 1
         else:

@@ -125,7 +125,8 @@ class Clock:
         if not len(clients):
             return []
         rates = tuple(self.devices.rate_arrays(clients))
-        return np.broadcast_to(round_time(rates, self.workload), (len(clients),)).tolist()  # type: ignore[arg-type]
+        times = round_time(rates, self.workload)  # type: ignore[arg-type]
+        return times.tolist() if isinstance(times, np.ndarray) else [times] * len(clients)  # no work: 0.0 each
 
     def wait_until(self, t: float) -> None:
         self.now = t

@@ -122,7 +122,11 @@ class DeviceModel:
                             dtype=np.float64).reshape(len(clients), 4).T
         ids = [clients[i] for i in missing]
         _, flops, up, down, lat = self._draw_many(ids)
-        new = np.stack((2 * lat, 1.0 / down, 1.0 / up, self.flop_per_sample / flops))
+        new = np.empty((4, len(ids)))
+        np.multiply(lat, 2, out=new[0])
+        np.divide(1.0, down, out=new[1])
+        np.divide(1.0, up, out=new[2])
+        np.divide(self.flop_per_sample, flops, out=new[3])
         if len(self._rates) + len(ids) > CACHE_MAX:
             self._rates.clear()
         self._rates.update(zip(ids, zip(*new.tolist())))

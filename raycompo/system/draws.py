@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from itertools import repeat
 from statistics import NormalDist
 
 import numpy as np
 
-from raycompo.seeding import SYSTEM, fold, fold_many
+from raycompo.seeding import SYSTEM, fold, fold_ids, fold_many
 
 # Purposes: independent streams of the system's draws.
 DEVICE_CLASS = 1
@@ -61,7 +62,7 @@ def units(pre: int, ids: Sequence[int] | np.ndarray, *key: int | np.ndarray) -> 
     """`unit(pre, c, *key)` for every c of `ids` at once, bit for bit (numpy's uint64
     arithmetic is `fold`'s; the int -> float conversion of 53 bits is exact)."""
     arr = np.asarray(ids, dtype=np.int64)
-    h = fold_many(np.full(len(arr), pre, dtype=np.uint64), arr, *key)
+    h = fold_ids(pre, arr, *key)
     return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53
 
 
@@ -74,21 +75,19 @@ def units_each(pres: Sequence[int], ids: Sequence[int]) -> np.ndarray:
 
 def indices(pre: int, size: int, first: int, count: int, *key: int) -> np.ndarray:
     """`index(pre, size, *key, i)` for i = first .. first + count - 1, bit for bit (int64)."""
-    h = fold_many(np.full(count, fold(pre, *key), dtype=np.uint64), np.arange(first, first + count, dtype=np.int64))
+    h = fold_ids(fold(pre, *key), np.arange(first, first + count, dtype=np.int64))
     return (h % np.uint64(size)).astype(np.int64)
 
 
 def exp_normals(u: np.ndarray, sigmas: Sequence[float]) -> np.ndarray:
     """exp(sigma_r * Z) for each uniform number of row r of `u` (rows from `units_each`), Z
-    standard normal by inversion: Python's own inverse CDF and exp per number, bit for bit
-    `lognormal`'s factor (`median * factor` is `lognormal`; sigma 0: exactly 1)."""
-    inv, exp = _INV_CDF, math.exp
-    rows = []
-    for row, sigma in zip(u.tolist(), sigmas):
-        if sigma == 0:
-            rows.append([1.0] * len(row))
-        elif inv is None:
-            rows.append([exp(sigma * _STD_NORMAL.inv_cdf(x)) for x in row])
-        else:
-            rows.append([exp(sigma * inv(x, 0.0, 1.0)) for x in row])
-    return np.array(rows, dtype=np.float64).reshape(len(rows), u.shape[-1])
+    standard normal by inversion: Python's own inverse CDF and exp per number (mapped in C),
+    the product sigma_r * Z in numpy (the same IEEE product), so bit for bit `lognormal`'s
+    factor (`median * factor` is `lognormal`; sigma 0: exactly 1)."""
+    flat = u.ravel().tolist()
+    if _INV_CDF is None:
+        z = np.array([_STD_NORMAL.inv_cdf(x) for x in flat])
+    else:
+        z = np.array(list(map(_INV_CDF, flat, repeat(0.0), repeat(1.0))))
+    scaled = z.reshape(u.shape) * np.array(sigmas, dtype=np.float64)[:, None]
+    return np.array(list(map(math.exp, scaled.ravel().tolist()))).reshape(u.shape)
