@@ -75,7 +75,7 @@ def fold_ids(prefix: int, ids: np.ndarray, *key: int | np.ndarray) -> np.ndarray
     """`fold(prefix, c, *key)` for every c of `ids` (int64) at once: `fold_many` of a
     prefix shared by all, without building the array of prefixes (bit-identical)."""
     h = ids.astype(np.int64).view(np.uint64) ^ np.uint64(int(prefix) & _M64)
-    _splitmix_into(h)
+    splitmix_into(h)
     _fold_into(h, key)
     return h
 
@@ -87,11 +87,11 @@ def _fold_into(h: np.ndarray, key: tuple[int | np.ndarray, ...]) -> None:
             h ^= k.astype(np.int64).view(np.uint64) if k.dtype != np.uint64 else k
         else:
             h ^= np.uint64(int(k) & _M64)
-        _splitmix_into(h)
+        splitmix_into(h)
 
 
-def _splitmix_into(h: np.ndarray) -> None:
-    """`_splitmix64` of each 64-bit state of `h`, in place (numpy's uint64 arithmetic wraps
+def splitmix_into(h: np.ndarray) -> None:
+    """`_splitmix64` of each 64-bit state of `h` (any shape), in place (numpy's uint64 arithmetic wraps
     modulo 2^64 as the masks do)."""
     h += np.uint64(0x9E3779B97F4A7C15)
     h ^= h >> np.uint64(30)

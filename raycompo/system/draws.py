@@ -16,7 +16,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from raycompo.seeding import SYSTEM, fold, fold_ids, fold_many
+from raycompo.seeding import SYSTEM, fold, fold_ids, splitmix_into
 
 # Purposes: independent streams of the system's draws.
 DEVICE_CLASS = 1
@@ -68,9 +68,10 @@ def units(pre: int, ids: Sequence[int] | np.ndarray, *key: int | np.ndarray) -> 
 
 def units_each(pres: Sequence[int], ids: Sequence[int]) -> np.ndarray:
     """`units(pre, ids)` for each prefix of `pres`, rows in that order, in one pass."""
-    arr = np.asarray(ids, dtype=np.int64)
-    h = fold_many(np.repeat(np.array(pres, dtype=np.uint64), len(arr)), np.tile(arr, len(pres)))
-    return (((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53).reshape(len(pres), len(arr))
+    arr = np.asarray(ids, dtype=np.int64).view(np.uint64)
+    h = np.array(pres, dtype=np.uint64)[:, None] ^ arr[None, :]  # fold(pre, c)'s first xor, every pair
+    splitmix_into(h)
+    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / _TWO_53
 
 
 def indices(pre: int, size: int, first: int, count: int, *key: int) -> np.ndarray:
