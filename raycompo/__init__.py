@@ -30,7 +30,7 @@ above it in this list, never from a sibling: `a | b` share a layer and must not 
 other. Every import counts: inside a function, by a name (importlib) or through this facade
 (checked in CI by `lint-imports` and tests/test_layers.py, see docs/architecture.md):
 
-  errors               user-facing errors
+  errors | atomic      user-facing errors; writing a file atomically (a temp file renamed over it)
   costs                the cost record of an exchange; the one list of the cost columns
   per_client           one evaluation's per-client values and their spread over clients
   settings | seeding | budget | lockfile | registry | backends | observers | stats | arguments | cost_axes

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from raycompo.atomic import replace_atomically
 from raycompo.errors import ConfigError
 from raycompo.per_client import ClientMetrics
 
@@ -47,17 +48,12 @@ class ClientsFile:
             except FileNotFoundError:
                 pass
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        try:
+
+        def write(tmp: Path) -> None:
             with open(tmp, "w", newline="") as out:
                 _copy_rows(self.path, out, upto_round)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+
+        replace_atomically(self.path, write)
         self._header = _header(self.path)
 
     def truncate(self, upto_round: int) -> None:

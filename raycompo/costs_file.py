@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 from pathlib import Path
 from typing import Any
 
+from raycompo.atomic import replace_atomically
 from raycompo.costs import BREAKDOWN_COLUMNS
 from raycompo.errors import ConfigError
 
@@ -41,19 +41,14 @@ class CostsFile:
 
     def _rewrite(self, rows: list[dict[str, Any]]) -> None:
         self.close()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        try:
+
+        def write(tmp: Path) -> None:
             with open(tmp, "w", newline="") as out:
                 writer = csv.writer(out, lineterminator="\n")
                 writer.writerow(BREAKDOWN_COLUMNS)
                 writer.writerows([r[c] for c in BREAKDOWN_COLUMNS] for r in rows)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+
+        replace_atomically(self.path, write)
 
     def append(self, rows: list[dict[str, Any]]) -> None:
         """One round's rows (`Observer.on_costs`), written and flushed."""

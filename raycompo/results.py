@@ -13,11 +13,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from raycompo.atomic import replace_atomically
 from raycompo.budget import Budget
 from raycompo.clients_file import ClientsFile
 from raycompo.costs_file import FILE as COSTS_FILE
@@ -48,22 +48,13 @@ def error_line(exc: BaseException) -> str:
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write `obj` as JSON to `path` atomically: a temp file renamed over it. When the
     write fails (a full disk) the temp file is removed and `path` keeps its old content."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
+    text = json.dumps(obj, indent=2, default=str) + "\n"
+
+    def write(tmp: Path) -> None:
         with open(tmp, "w") as f:
-            f.write(json.dumps(obj, indent=2, default=str) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        remove_quietly(tmp)
-        raise
+            f.write(text)
 
-
-def remove_quietly(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    replace_atomically(path, write)
 
 
 def read_config(folder: str | Path) -> dict[str, Any]:
@@ -356,17 +347,14 @@ class RunWriter(Observer):
     def _rewrite(self, rows: list[dict[str, Any]]) -> None:
         """metrics.csv := `rows`, atomically (a kill meanwhile leaves the old file whole),
         then open for appending."""
-        tmp = self.metrics_path.with_name(self.metrics_path.name + ".tmp")
-        try:
+        def write(tmp: Path) -> None:
             with open(tmp, "w", newline="") as f:
                 if rows:
                     w = csv.DictWriter(f, fieldnames=list(rows[0]), extrasaction="ignore", restval="")
                     w.writeheader()
                     w.writerows(rows)
-            os.replace(tmp, self.metrics_path)
-        except BaseException:
-            remove_quietly(tmp)
-            raise
+
+        replace_atomically(self.metrics_path, write)
         self._file = open(self.metrics_path, "a", newline="")
         self._writer = None
         if rows:
@@ -387,14 +375,7 @@ class RunWriter(Observer):
             return
         self.record(**{END_FILES_KEY: sorted({*self.config.get(END_FILES_KEY, []), *frames})})
         for name, frame in frames.items():
-            path = self.dir / name
-            tmp = path.with_name(path.name + ".tmp")
-            try:
-                frame.to_csv(tmp, index=False)
-                os.replace(tmp, path)
-            except BaseException:
-                remove_quietly(tmp)
-                raise
+            replace_atomically(self.dir / name, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
 
     def _close(self) -> None:
         if hasattr(self, "clients"):

@@ -14,13 +14,13 @@ Format: `torch.save` of tensors, numbers, strings and dicts only, read back with
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from raycompo.atomic import replace_atomically
 from raycompo.errors import ConfigError
 from raycompo.observers import Observer, Row
 
@@ -32,17 +32,8 @@ DEFAULT_EVERY = 10
 
 def save(path: str | Path, ckpt: dict[str, Any]) -> None:
     """Write `ckpt` to `path` atomically (a temp file in the same folder, then rename)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        torch.save({**ckpt, "format": FORMAT}, tmp)
-        os.replace(tmp, path)
-    except BaseException:  # e.g. a full disk: no temp file stays, the last checkpoint stays whole
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # e.g. a full disk: no temp file stays, the last checkpoint stays whole
+    replace_atomically(path, lambda tmp: torch.save({**ckpt, "format": FORMAT}, tmp))
 
 
 def load(path: str | Path) -> dict[str, Any]:
