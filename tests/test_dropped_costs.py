@@ -175,3 +175,15 @@ def test_asynchronous_runs_leave_them_to_the_ledger(tmp_path):
     rows = pd.read_csv(out / "metrics.csv")
     assert rows["dropped"].sum() > 0 and rows["wasted_s"].iloc[-1] > 0
     assert (rows[list(DROPPED_COLUMNS)] == 0).all().all()
+
+
+def test_a_checkpoint_with_other_totals_is_refused():
+    from raycompo.system.dropped import DroppedCosts
+
+    d = DroppedCosts()
+    d.load(None)  # a checkpoint from before these columns: zeros
+    assert d.state() == [0.0] * 4
+    d.load([1, 2, 3, 4])
+    assert d.columns()["dropped_samples"] == 3.0
+    with pytest.raises(raycompo.errors.ConfigError, match="hold 3 values, not the 4"):
+        d.load([1.0, 2.0, 3.0])

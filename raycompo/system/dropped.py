@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from raycompo.costs import DROPPED_COLUMNS
+from raycompo.errors import ConfigError
 from raycompo.system.clock import Workload
 from raycompo.system.devices import Rates
 
@@ -89,5 +90,8 @@ class DroppedCosts:
 
     def load(self, totals: Sequence[float] | None) -> None:
         """Continue from a checkpoint's totals (None: one taken before these columns: 0)."""
+        if totals is not None and len(totals) != len(DROPPED_COLUMNS):
+            raise ConfigError(f"the checkpoint's dropped-candidate totals hold {len(totals)} values, not the "
+                              f"{len(DROPPED_COLUMNS)} of {', '.join(DROPPED_COLUMNS)}: it was not written by this run")
         self.totals = [float(v) for v in totals] if totals is not None else [0.0] * len(DROPPED_COLUMNS)
         self.round = []
