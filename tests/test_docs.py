@@ -44,6 +44,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.doc_pages import bash_blocks
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -71,22 +73,7 @@ ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")
 def bash_commands(path: Path) -> list[str]:
     """The command lines of the page's fenced bash blocks: continuation lines joined,
     comments and blank lines dropped."""
-    commands, block, pending = [], False, ""
-    for line in path.read_text().splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            block = stripped == "```bash" if not block else False
-            continue
-        if not block:
-            continue
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        text = (pending + stripped).strip()
-        pending = ""
-        if text and not text.startswith("#"):
-            commands.append(text)
-    return commands
+    return [text for _, text in bash_blocks(path)]
 
 
 def all_commands() -> list[tuple[str, str]]:

@@ -50,6 +50,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.doc_pages import bash_blocks
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SCALE = max(1, int(os.environ.get("RAYCOMPO_DOCS_SCALE", "100")))
@@ -131,26 +133,9 @@ class Doc:
 
 def page_commands(path: Path) -> list[Doc]:
     """The command lines of the page's fenced bash blocks, with the line each starts on
-    (as tests/test_docs.py's bash_commands: continuations joined, comments dropped)."""
+    (continuations joined, comments dropped: tests/doc_pages.py, as tests/test_docs.py reads them)."""
     page = path.relative_to(ROOT).as_posix()
-    out, block, pending, start = [], False, "", 0
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            block = stripped == "```bash" if not block else False
-            continue
-        if not block:
-            continue
-        if not pending:
-            start = number
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        text = (pending + stripped).strip()
-        pending = ""
-        if text and not text.startswith("#"):
-            out.append(Doc(page, start, text))
-    return out
+    return [Doc(page, start, text) for start, text in bash_blocks(path)]
 
 
 DOCS = [d for p in PAGES for d in page_commands(p)]
