@@ -8,7 +8,12 @@ size of a checkpoint as a run goes on.
    milliseconds of the system's selection (`RoundCtx.sample` of a counted round: candidates
    drawn among the online clients, their devices, predictions, the policy's choice and the
    counters) beside the engine's own uniform draw (`draw_cohort`), over `--cohorts` rounds.
-   Target: under 1 ms for `mobile` at 10^7 clients.
+   Target: under 1 ms for `mobile` at 10^7 clients. Beside them, in alternation (a cohort
+   of each in turn), for `mobile`: a minimal hand-written version of the same work at the
+   same shapes (`hand_cohort`: keyed candidate draws, the diurnal check, 130 devices, their
+   predictions and stays, the choice of 100; no repeat check, no counters, no edge cases),
+   and its keyed hashing alone (the six splitmix folds of a cohort): what numpy costs for
+   this work before any of the system's structure.
 2. A `mobile` run of FedAvg on the synthetic task with `--n` clients and a cohort of
    `--cohort` (evaluation of 10 clients every 50 rounds), inline: the bytes of its
    checkpoint (`Federation.checkpoint`, as torch saves it) and of the system's part at each
@@ -29,9 +34,10 @@ import statistics
 import time
 
 
-def cohort_ms(n: int, m: int, profile: str, cohorts: int) -> dict[str, list[float]]:
+def cohort_ms(n: int, m: int, profile: str, cohorts: int, hand: bool = False) -> dict[str, list[float]]:
     """Milliseconds of each system cohort and of each engine draw at n clients under
-    `profile`, wall clock and this process's CPU time (less disturbed by a loaded machine)."""
+    `profile`, wall clock and this process's CPU time (less disturbed by a loaded machine);
+    `hand`: also `hand_cohort` and its hashing alone, CPU time, in the same alternation."""
     from raycompo.config import RunConfig
     from raycompo.engine.federation import Federation, RoundCtx
 
@@ -46,12 +52,61 @@ def cohort_ms(n: int, m: int, profile: str, cohorts: int) -> dict[str, list[floa
         t1, c1 = time.perf_counter(), time.process_time()
         RoundCtx(fed, r).sample(m)  # the engine's own draw, no system
         t2, c2 = time.perf_counter(), time.process_time()
+        if hand:
+            c3 = time.process_time()
+            hand_cohort(r, n, m)
+            c4 = time.process_time()
+            hand_cohort(r, n, m, folds_only=True)
+            c5 = time.process_time()
+            if r >= 2:
+                out.setdefault("hand_cpu", []).append(1e3 * (c4 - c3))
+                out.setdefault("folds_cpu", []).append(1e3 * (c5 - c4))
         if r >= 2:  # warm-up
             out["system"].append(1e3 * (t1 - t0))
             out["draw"].append(1e3 * (t2 - t1))
             out["system_cpu"].append(1e3 * (c1 - c0))
             out["draw_cpu"].append(1e3 * (c2 - c1))
     return out
+
+
+def hand_cohort(r: int, n: int = 10**7, m: int = 100, folds_only: bool = False) -> list[int]:
+    """A minimal hand-written mobile cohort (see the module docstring): the system's work
+    without its structure; `folds_only`: just its keyed hashing. Returns the kept ids."""
+    import math
+    from statistics import NormalDist
+
+    import numpy as np
+
+    from raycompo.seeding import splitmix_into
+
+    def fold(h: np.ndarray) -> np.ndarray:
+        splitmix_into(h)
+        return h
+
+    def unit(h: np.ndarray) -> np.ndarray:
+        return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+    k, batch, day_s, window = math.ceil(1.3 * m), 8 * math.ceil(1.3 * m) + 32, 86400.0, 6 * 3600.0
+    t = 1000.0 * r
+    ids = (fold(np.arange(batch, dtype=np.uint64) ^ np.uint64(r + 12345)) % np.uint64(n)).astype(np.int64)
+    x = t + unit(fold(ids.view(np.uint64) ^ np.uint64(77))) * day_s
+    day = np.floor(x / day_s)
+    day_h = fold(fold(ids.view(np.uint64) ^ np.uint64(78)) ^ day.astype(np.int64).view(np.uint64))
+    if folds_only:  # and the devices' five uniforms of k of them
+        fold(ids[:k].view(np.uint64)[None, :] ^ np.arange(5, dtype=np.uint64)[:, None])
+        return []
+    within = x - day * day_s
+    on = (within < window) & (unit(day_h) < 0.9)
+    cand, stays = ids[on][:k], (window - within[on])[:k]
+    u = unit(fold(cand.view(np.uint64)[None, :] ^ np.arange(5, dtype=np.uint64)[:, None]))
+    inv = NormalDist().inv_cdf  # Python's own, per number, as the system's draws must be
+    z = np.array(list(map(inv, u[1:].ravel().tolist()))).reshape(4, -1) * np.array([0.3, 0.9, 0.9, 0.5])[:, None]
+    f = np.array(list(map(math.exp, z.ravel().tolist()))).reshape(4, -1)
+    flops = np.array([1e9, 5e9, 2e10])[np.searchsorted([0.4, 0.8, 1.0], u[0])] * f[0]
+    pred = 2 * 0.05 * f[3] + 4e4 / (2.5e6 * f[2]) + 4e4 / (6.25e5 * f[1]) + 0.0 / flops
+    reports = np.where(pred <= stays, pred, np.inf)
+    order = np.lexsort((cand, reports))
+    return sorted(cand[order[:m]].tolist())
 
 
 def checkpoint_sizes(n: int, cohort: int, rounds: list[int]) -> list[tuple[int, int, int, int]]:
@@ -106,10 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'profile':10} {'system median':>13} {'system min':>10} {'system cpu':>10} {'draw median':>11} "
           f"{'draw min':>8} {'draw cpu':>8}")
     for prof in a.profiles:
-        t = cohort_ms(a.n, a.m, prof, a.cohorts)
+        t = cohort_ms(a.n, a.m, prof, a.cohorts, hand=prof == "mobile")
         med = {k: statistics.median(v) for k, v in t.items()}
         print(f"{prof:10} {med['system']:13.3f} {min(t['system']):10.3f} {med['system_cpu']:10.3f} "
               f"{med['draw']:11.3f} {min(t['draw']):8.3f} {med['draw_cpu']:8.3f}", flush=True)
+        if "hand_cpu" in med:
+            print(f"{'':10} hand-written minimal cohort {med['hand_cpu']:.3f} ms cpu, its keyed hashing alone "
+                  f"{med['folds_cpu']:.3f} ms cpu (system / hand: {med['system_cpu'] / med['hand_cpu']:.2f}x)",
+                  flush=True)
     if a.rounds:
         print(f"\ncheckpoint of a mobile FedAvg run at {a.n} clients, cohort {a.cohort} (bytes)")
         print(f"{'round':>6} {'checkpoint':>11} {'system':>9} {'ledger':>9}")
