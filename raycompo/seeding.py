@@ -74,7 +74,7 @@ def fold_many(prefixes: np.ndarray, *key: int | np.ndarray) -> np.ndarray:
 def fold_ids(prefix: int, ids: np.ndarray, *key: int | np.ndarray) -> np.ndarray:
     """`fold(prefix, c, *key)` for every c of `ids` (int64) at once: `fold_many` of a
     prefix shared by all, without building the array of prefixes (bit-identical)."""
-    h = ids.astype(np.int64).view(np.uint64) ^ np.uint64(int(prefix) & _M64)
+    h = np.asarray(ids, dtype=np.int64).view(np.uint64) ^ np.uint64(int(prefix) & _M64)  # a new array
     splitmix_into(h)
     _fold_into(h, key)
     return h
@@ -84,21 +84,27 @@ def _fold_into(h: np.ndarray, key: tuple[int | np.ndarray, ...]) -> None:
     """Each part of `key` folded into the 64-bit states `h`, in place (`fold`'s loop)."""
     for k in key:
         if isinstance(k, np.ndarray):
-            h ^= k.astype(np.int64).view(np.uint64) if k.dtype != np.uint64 else k
+            h ^= np.asarray(k, dtype=np.int64).view(np.uint64) if k.dtype != np.uint64 else k
         else:
             h ^= np.uint64(int(k) & _M64)
         splitmix_into(h)
 
 
+# splitmix64's constants as numpy scalars, made once (a conversion per call costs more than
+# the arithmetic on a cohort's ids)
+_GAMMA, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
 def splitmix_into(h: np.ndarray) -> None:
     """`_splitmix64` of each 64-bit state of `h` (any shape), in place (numpy's uint64 arithmetic wraps
     modulo 2^64 as the masks do)."""
-    h += np.uint64(0x9E3779B97F4A7C15)
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
+    h += _GAMMA
+    h ^= h >> _S30
+    h *= _MIX1
+    h ^= h >> _S27
+    h *= _MIX2
+    h ^= h >> _S31
 
 
 def generator_from(prefix: int, *rest: int) -> torch.Generator:

@@ -14,7 +14,7 @@ from raycompo.system import PROFILES, System, candidates
 from raycompo.system.availability import DAY_S, Diurnal
 from raycompo.system.deadline import choose, choose_many
 from raycompo.system.devices import KEEP_MAX, DeviceModel
-from raycompo.system.draws import CANDIDATE, prefix
+from raycompo.system.draws import CANDIDATE, below, prefix, units_of
 
 
 def test_candidates_drawn_in_numpy_are_those_drawn_one_at_a_time(monkeypatch):
@@ -107,3 +107,37 @@ def test_a_system_round_is_the_same_with_the_fast_paths_off(monkeypatch):
     monkeypatch.setattr(candidates, "BIG", 10**12)
     monkeypatch.setattr("raycompo.system.devices.MANY_MIN", 10**9)
     assert rounds() == fast
+
+
+def test_below_is_the_unit_comparison():
+    """`draws.below(p)`: comparing the folded states with it is `unit < p`, written here from
+    `unit`'s definition, for any p (at the bound and next to it too)."""
+    rng = random.Random(11)
+    probs = [0.0, 1e-300, 2.0**-54, 0.001, 0.3, 0.5, 0.5 + 2.0**-53, 0.9, 1 - 2.0**-53, 1.0, 1.5]
+    for p in probs + [rng.random() for _ in range(300)]:
+        bound = below(p)
+        states = [rng.getrandbits(64) for _ in range(64)]
+        if bound is not None:
+            b = int(bound)
+            states += [x for d in (-4096, -2049, -2048, -1, 0, 1, 2047, 2048) if 0 <= (x := b + d) < 2**64]
+        h = np.array(states, dtype=np.uint64)
+        got = np.ones(len(h), dtype=bool) if bound is None else h < bound
+        assert got.tolist() == [((x >> 11) + 0.5) / 2.0**53 < p for x in states], p
+        assert got.tolist() == (units_of(h) < p).tolist()
+
+
+def test_diurnal_batches_answer_as_one_at_a_time_at_a_window_edge():
+    """Clients asked exactly when their window opens or closes (where `online`'s rounding to
+    the microsecond decides): the batch answers are the one-at-a-time ones."""
+    rng = random.Random(5)
+    for d in (Diurnal(6, 0, 1.0, 1), Diurnal(5, 21.5, 0.7, 2), Diurnal(24, 0, 0.5, 3)):
+        cs = [rng.randrange(10**7) for _ in range(40)]
+        t0 = rng.uniform(0, 20 * DAY_S)
+        for c in cs[:8]:
+            for t in (d.next_online(c, t0), d.online_until(c, d.next_online(c, t0))):
+                if t is None or math.isinf(t):
+                    continue
+                for s in (t, t - 4e-7, t + 4e-7, math.nextafter(t, 0), math.nextafter(t, math.inf)):
+                    assert d.online_array(np.array(cs), s).tolist() == [d.online(x, s) for x in cs]
+                    on = [x for x in cs if d.online(x, s)]
+                    assert d.online_until_many(on, s) == [d.online_until(x, s) for x in on]

@@ -37,11 +37,13 @@ from typing import Any
 import numpy as np
 
 from raycompo.errors import ConfigError
+from raycompo.seeding import splitmix_into
 from raycompo.system import draws
 from raycompo.system.csv_file import csv_reader
 from raycompo.system.ranges import RANGES
 
 DAY_S = 86400.0
+_MASK63 = np.int64((1 << 63) - 1)  # a day keyed as `fold` keys it: its low 63 bits
 SEARCH_MAX = 20_000
 """Slots (Bernoulli) or days (diurnal) `next_online` and `online_until` look ahead before
 they answer None (inf). Profiles refuse p and p_day below `MIN_P` = 0.001, so a client that
@@ -168,6 +170,7 @@ class Bernoulli(AvailabilityModel):
     def __init__(self, p: float, slot_s: float, seed: int):
         self.p, self.slot_s = p, slot_s
         self._pre = draws.prefix(seed, draws.SLOT)
+        self._below = draws.below(p)
 
     def _on(self, c: int, k: int) -> bool:
         return self.p >= 1.0 or draws.unit(self._pre, c, k) < self.p
@@ -181,7 +184,7 @@ class Bernoulli(AvailabilityModel):
     def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
         if self.p >= 1.0:
             return np.ones(len(ids), dtype=bool)
-        return draws.units(self._pre, ids, math.floor(t / self.slot_s)) < self.p
+        return draws.folds(self._pre, ids, math.floor(t / self.slot_s)) < self._below
 
     def next_online(self, c: int, t: float) -> float | None:
         k = math.floor(t / self.slot_s)
@@ -232,6 +235,9 @@ class Diurnal(AvailabilityModel):
         self.p_day = p_day
         self._zone = draws.prefix(seed, draws.ZONE)
         self._day = draws.prefix(seed, draws.DAY)
+        self._pres = np.array([[self._zone]] + ([[self._day]] if p_day < 1.0 else []), dtype=np.uint64)
+        """The prefixes of a batch's draws (`online_array`): the zone's; the day's with p_day < 1."""
+        self._p_below = draws.below(p_day) if p_day < 1.0 else None
         self._offsets: dict[int, float] = {}
 
     def _local(self, c: int, t: float) -> float:
@@ -257,18 +263,28 @@ class Diurnal(AvailabilityModel):
         return self.online_array(np.asarray(clients, dtype=np.int64), t).tolist()
 
     def online_array(self, ids: np.ndarray, t: float) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
         if len(ids) == 0:
             return np.zeros(0, dtype=bool)
-        x = t + (draws.units(self._zone, ids) * DAY_S - self.start)
+        # fold(zone, c) and, with p_day < 1, fold(day, c) (the day's draw then adds the day) in one pass
+        h = self._pres ^ ids.view(np.uint64)
+        splitmix_into(h)
+        x = self._local_many(h[0], t)
         day = np.floor(x / DAY_S)
         within = x - day * DAY_S
         inside = within < self.window
-        edge = (within < EDGE_S) | (np.abs(within - self.window) < EDGE_S) | (DAY_S - within < EDGE_S)
-        if self.p_day < 1.0:
-            key = day.astype(np.int64) & np.int64((1 << 63) - 1)
-            inside &= draws.units(self._day, ids, key) < self.p_day
-        for i in np.flatnonzero(edge).tolist():
-            inside[i] = self.online(int(ids[i]), t)
+        if self._p_below is not None:  # fold(day, c, day) of each, its unit below p_day
+            key = day.astype(np.int64)
+            key &= _MASK63
+            h[1] ^= key.view(np.uint64)
+            splitmix_into(h[1])
+            inside &= h[1] < self._p_below
+        edge = np.abs(within - self.window) < EDGE_S
+        edge |= within < EDGE_S
+        edge |= within > DAY_S - EDGE_S
+        if edge.any():
+            for i in np.flatnonzero(edge).tolist():
+                inside[i] = self.online(int(ids[i]), t)
         return inside
 
     def online_until_many(self, clients: Sequence[int], t: float) -> list[float]:
@@ -277,14 +293,27 @@ class Diurnal(AvailabilityModel):
         if self.window >= DAY_S or not len(clients):
             return [self.online_until(c, t) for c in clients]
         ids = np.asarray(clients, dtype=np.int64)
-        off = draws.units(self._zone, ids) * DAY_S - self.start
-        x = t + off
+        h = ids.view(np.uint64) ^ self._pres[0]
+        splitmix_into(h)
+        x = self._local_many(h, t)
         day = np.floor(x / DAY_S)
         out = (t + (day * DAY_S + self.window - x)).tolist()
         within = x - day * DAY_S
-        for i in np.flatnonzero((within < EDGE_S) | (DAY_S - within < EDGE_S)).tolist():
-            out[i] = self.online_until(int(ids[i]), t)
+        edge = within < EDGE_S
+        edge |= within > DAY_S - EDGE_S
+        if edge.any():
+            for i in np.flatnonzero(edge).tolist():
+                out[i] = self.online_until(int(ids[i]), t)
         return out
+
+    def _local_many(self, zone: np.ndarray, t: float) -> np.ndarray:
+        """`_local` of clients whose fold(zone, c) is `zone`, before its rounding: t + offset."""
+        off = draws.units_of(zone)
+        off *= DAY_S
+        if self.start:
+            off -= self.start
+        off += t
+        return off
 
     def _online_at(self, c: int, x: float) -> bool:
         day = math.floor(x / DAY_S)

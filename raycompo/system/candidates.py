@@ -89,8 +89,9 @@ def _draw_large(availability: AvailabilityModel, pre: int, size: int, k: int, t:
                 key: tuple[int, int, int], cap: int) -> tuple[list[int], list[int], list[int]]:
     """`draw_candidates`' loop for a population of at least BIG * cap, a batch of keyed draws
     at a time in numpy: (the distinct clients looked at in order, the online ones, the
-    offline ones). The same clients as one draw at a time: a repeat is
-    skipped, and the batch is cut after the k-th online one."""
+    offline ones: listed only when fewer than k are online, the one case that reads them).
+    The same clients as one draw at a time: a repeat is skipped, and the batch is cut after
+    the k-th online one."""
     took: list[np.ndarray] = []
     took_on: list[np.ndarray] = []
     n_online = i = 0
@@ -108,17 +109,19 @@ def _draw_large(availability: AvailabilityModel, pre: int, size: int, k: int, t:
             ids, on = ids[at], on[at]
         else:
             at = None
-        hits = on.cumsum()
+        hits = np.flatnonzero(on)  # positions of the online ones
         need = k - n_online
-        if len(hits) and hits[-1] >= need:  # the k-th online one is in this batch: stop after it
-            j = int(hits.searchsorted(need))
+        if len(hits) >= need:  # the k-th online one is in this batch: stop after it
+            j = int(hits[need - 1])
             ids, on = ids[: j + 1], on[: j + 1]
             i += (j if at is None else int(at[j])) + 1
+            n_online = k
         else:
             i += batch
+            n_online += len(hits)
         took.append(ids)
         took_on.append(on)
-        n_online += int(on.sum())
-    ids = np.concatenate(took)
-    on = np.concatenate(took_on)
-    return ids.tolist(), ids[on].tolist(), ids[~on].tolist()
+    ids = took[0] if len(took) == 1 else np.concatenate(took)
+    on = took_on[0] if len(took) == 1 else np.concatenate(took_on)
+    online = ids[on].tolist()
+    return ids.tolist(), online, ([] if len(online) >= k else ids[~on].tolist())

@@ -51,6 +51,13 @@ class ClientCounters:
         d = self.amounts[key]
         d[c] = d.get(c, 0) + seconds
 
+    def add_many(self, key: str, clients: list[int], seconds: list[float]) -> None:
+        """`add(key, c, s)` for each pair, in order."""
+        d = self.amounts[key]
+        get = d.get
+        for c, x in zip(clients, seconds):
+            d[c] = get(c, 0) + x
+
     def __getitem__(self, key: str) -> dict[int, float]:
         """{client: value of counter `key` in this window} for every client it counts."""
         if key in AMOUNTS:
@@ -85,9 +92,13 @@ class RunTotals:
     def begin_round(self) -> None:
         self.dropped_round = 0
 
-    def drop(self, wasted_s: float) -> None:
-        self.dropped_round += 1
-        self.wasted_s += wasted_s
+    def drop_many(self, wasted_s: list[float]) -> None:
+        """Candidates dropped this round, one per device-seconds `wasted_s` (added in order, one at a time)."""
+        total = self.wasted_s
+        for w in wasted_s:
+            total += w
+        self.dropped_round += len(wasted_s)
+        self.wasted_s = total
 
     def columns(self, sim_time: float) -> dict[str, Any]:
         """The row's system columns, by the names `costs.SYSTEM_COLUMNS` holds (but the

@@ -90,6 +90,11 @@ class DeviceModel:
         top = max(c.weight for c in spec.classes)
         w = [c.weight / top for c in spec.classes]
         self._cum = [sum(w[: i + 1]) / sum(w) for i in range(len(w))]
+        # what `_draw_many` reads each time, made once
+        self._cum_array = np.array(self._cum)
+        self._class_flops = np.array([c.flops for c in spec.classes])
+        self._many_pres = [self._pre[k] for k in (draws.DEVICE_CLASS, draws.DEVICE_FLOPS, draws.UPLINK, draws.DOWNLINK,
+                                                  draws.LATENCY)]
 
     def seconds_per_sample(self, device: Device) -> float:
         """Compute seconds of one sample on `device`: flop_per_sample_per_param * d / flops."""
@@ -114,13 +119,25 @@ class DeviceModel:
         devices not yet known are drawn at once (numpy for the keyed draws and the
         arithmetic, Python's own inverse normal CDF and exp per number: bit for bit the
         rates of `rates`) and cached for the exchanges that follow."""
+        if self._rows is None and len(clients) >= MANY_MIN and self._rates.keys().isdisjoint(clients):
+            return self._draw_rates(list(clients))  # all new (at 10^7 clients, the usual case)
         get = self._rates.get
         known = [get(c) for c in clients]
         missing = [i for i, r in enumerate(known) if r is None]
         if len(missing) < MANY_MIN or self._rows is not None:
             return np.array([r if r is not None else self.rates(c) for c, r in zip(clients, known)],
                             dtype=np.float64).reshape(len(clients), 4).T
-        ids = [clients[i] for i in missing]
+        new = self._draw_rates([clients[i] for i in missing])
+        if len(missing) == len(clients):
+            return new
+        out = np.empty((4, len(clients)))
+        out[:, missing] = new
+        have = [i for i, r in enumerate(known) if r is not None]
+        out[:, have] = np.array([known[i] for i in have]).T
+        return out
+
+    def _draw_rates(self, ids: list[int]) -> np.ndarray:
+        """`rate_arrays` of clients `ids`, none of them cached: drawn at once, then cached."""
         _, flops, up, down, lat = self._draw_many(ids)
         new = np.empty((4, len(ids)))
         np.multiply(lat, 2, out=new[0])
@@ -130,26 +147,20 @@ class DeviceModel:
         if len(self._rates) + len(ids) > CACHE_MAX:
             self._rates.clear()
         self._rates.update(zip(ids, zip(*new.tolist())))
-        if len(missing) == len(clients):
-            return new
-        out = np.empty((4, len(clients)))
-        out[:, missing] = new
-        have = [i for i, r in enumerate(known) if r is not None]
-        out[:, have] = np.array([known[i] for i in have]).T
-        return out
+        return new
 
     def _draw_many(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(class index, FLOP/s, uplink, downlink, latency) arrays of drawn clients `ids`:
         `_make`'s draws, at once (the five keyed draws in one numpy pass, the four
         log-normal factors in one pass of Python's own arithmetic)."""
-        s, p = self.spec, self._pre
-        u = draws.units_each([p[draws.DEVICE_CLASS], p[draws.DEVICE_FLOPS], p[draws.UPLINK], p[draws.DOWNLINK],
-                              p[draws.LATENCY]], ids)
-        kinds = np.minimum(np.searchsorted(np.array(self._cum), u[0], side="left"), len(self._cum) - 1)
+        s = self.spec
+        u = draws.units_each(self._many_pres, ids)
+        kinds = np.searchsorted(self._cum_array, u[0], side="left")
+        np.minimum(kinds, len(self._cum) - 1, out=kinds)
         spreads = (s.uplink_bytes_per_s, s.downlink_bytes_per_s, s.latency_s)
         # exp(sigma Z) of each draw: with sigma 0 exactly 1, so median * factor is `draws.lognormal`
         factor = draws.exp_normals(u[1:], (s.flops_sigma, *(x.sigma for x in spreads)))
-        flops = np.array([c.flops for c in s.classes])[kinds] * factor[0]
+        flops = self._class_flops[kinds] * factor[0]
         up, down, lat = (x.median * f for x, f in zip(spreads, factor[1:]))
         return kinds, flops, up, down, lat
 

@@ -70,8 +70,9 @@ class DroppedCosts:
     def begin_round(self) -> None:
         self.round = []
 
-    def drop(self, c: int, wasted_s: float) -> None:
-        self.round.append((c, wasted_s))
+    def drop_many(self, clients: list[int], wasted_s: list[float]) -> None:
+        """Clients dropped this round, each after its `wasted_s` device-seconds."""
+        self.round.extend(zip(clients, wasted_s))
 
     def end_round(self, workload: Sequence[Workload], rates: Callable[[int], Rates]) -> None:
         """The round is over, its exchanges measured (`workload`): charge its drops."""

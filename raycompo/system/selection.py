@@ -156,7 +156,6 @@ class Deadline(SelectionPolicy):
             predicted = np.array(view.predict_many(candidates), dtype=np.float64)
             stays = (np.full(len(ids), math.inf) if view.always
                      else np.array(view.online_until_many(candidates, start), dtype=np.float64) - start)
-            fastest = min(fastest, float(predicted.min()))
             # a candidate that goes offline before it finishes never reports
             reports = np.where(predicted <= stays, predicted, math.inf)
             kept, dropped, close = choose_many(ids, reports, m, s.deadline_s)
@@ -168,6 +167,7 @@ class Deadline(SelectionPolicy):
                            (st < np.minimum(p, close)).tolist())
             if len(kept):
                 return view.keep(ids[kept].tolist())
+            fastest = min(fastest, float(predicted.min()))  # (for the message when every attempt fails)
             view.advance(close)
         deadline = f"within deadline_s={s.deadline_s:g} s" if s.deadline_s is not None else "before going offline"
         raise ConfigError(

@@ -228,10 +228,9 @@ class System:
     def drop_many(self, clients: list[int], wasted_s: list[float], left: list[bool]) -> None:
         self.counters.count("dropped", clients)
         self.counters.count("left", [c for c, gone in zip(clients, left) if gone])
-        for c, w in zip(clients, wasted_s):
-            self.counters.add("wasted_s", c, w)
-            self.totals.drop(w)
-            self.dropped_costs.drop(c, w)
+        self.counters.add_many("wasted_s", clients, wasted_s)
+        self.totals.drop_many(wasted_s)
+        self.dropped_costs.drop_many(clients, wasted_s)
 
     def keep(self, clients: list[int]) -> list[int]:
         self.counters.count("selected", clients)
