@@ -13,7 +13,7 @@ import numpy as np
 from raycompo.system import PROFILES, System, candidates
 from raycompo.system.availability import DAY_S, Diurnal
 from raycompo.system.deadline import choose, choose_many
-from raycompo.system.devices import KEEP_MAX, DeviceModel
+from raycompo.system.devices import KEEP_ACROSS_MAX, KEEP_MAX, DeviceModel
 from raycompo.system.draws import CANDIDATE, below, prefix, units_of
 
 
@@ -66,6 +66,13 @@ def test_devices_drawn_at_once_are_those_drawn_one_by_one():
     at_once.begin_round()
     assert len(at_once._rates) == 0
     assert np.array_equal(at_once.rate_arrays(ids), expected)
+    # a population over KEEP_ACROSS_MAX keeps the round's rates only; a smaller one keeps them
+    at_once.begin_round()
+    assert len(at_once._rates) == 0
+    small = DeviceModel(spec, 4, KEEP_ACROSS_MAX, 1000)
+    small.rate_arrays(list(range(0, KEEP_ACROSS_MAX, 97)))
+    small.begin_round()
+    assert len(small._rates) == len(range(0, KEEP_ACROSS_MAX, 97))
 
 
 def test_the_choice_on_arrays_is_the_sorted_choice():

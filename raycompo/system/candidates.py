@@ -99,7 +99,12 @@ def _draw_large(availability: AvailabilityModel, pre: int, size: int, k: int, t:
         batch = min(cap - i, 8 * (k - n_online) + 32)
         ids = draws.indices(pre, size, i, batch, *key)
         on = availability.online_array(ids, t)
-        ordered = np.sort(ids)
+        hits = np.flatnonzero(on)  # positions of the online ones
+        need = k - n_online
+        # a repeat matters only up to the k-th online draw (the batch is cut after it)
+        end = int(hits[need - 1]) + 1 if len(hits) >= need else batch
+        ordered = np.sort(ids[:end])
+        at = None
         if took or bool((ordered[1:] == ordered[:-1]).any()):  # a repeat possible: keep each first draw
             first = np.zeros(batch, dtype=bool)
             first[np.unique(ids, return_index=True)[1]] = True
@@ -107,10 +112,7 @@ def _draw_large(availability: AvailabilityModel, pre: int, size: int, k: int, t:
                 first &= ~np.isin(ids, np.concatenate(took))
             at = np.flatnonzero(first)
             ids, on = ids[at], on[at]
-        else:
-            at = None
-        hits = np.flatnonzero(on)  # positions of the online ones
-        need = k - n_online
+            hits = np.flatnonzero(on)
         if len(hits) >= need:  # the k-th online one is in this batch: stop after it
             j = int(hits[need - 1])
             ids, on = ids[: j + 1], on[: j + 1]

@@ -36,8 +36,15 @@ pure function of (seed, client): dropping it loses only time)."""
 
 KEEP_MAX = 8192
 """Rates kept from one round to the next: a population this small is drawn once; past it the
-rates are kept for the round in progress only (at 10^7 clients a client seldom returns, and
-a large cache costs more in memory traffic than it saves in draws)."""
+rates are let go at a round's start (at 10^7 clients a client seldom returns, and a large
+cache costs more in memory traffic than it saves in draws)."""
+
+KEEP_ACROSS_MAX = 8 * KEEP_MAX
+"""A population larger than this keeps the rates of the round in progress only (its
+exchanges and its dropped candidates read them): a candidate is among the last `KEEP_MAX`
+drawn with probability under 1/8, and filling and clearing a cache of `KEEP_MAX` costs more
+than the draws it saves (at 10^7 clients, 130 inserts a round took 23 us into a cache that
+grows to 8,192 entries, 8 us into one of a round, plus the clears)."""
 
 MANY_MIN = 8
 """`rate_arrays` draws this many new devices or more at once in numpy (fewer: one by one)."""
@@ -101,8 +108,9 @@ class DeviceModel:
         return self.flop_per_sample / device.flops
 
     def begin_round(self) -> None:
-        """A round starts: past `KEEP_MAX` clients the rates of earlier rounds are let go."""
-        if len(self._rates) > KEEP_MAX:
+        """A round starts: past `KEEP_MAX` clients, or in a population over `KEEP_ACROSS_MAX`,
+        the rates of earlier rounds are let go."""
+        if len(self._rates) > KEEP_MAX or (self.n_clients > KEEP_ACROSS_MAX and self._rates):
             self._rates.clear()
 
     def rates(self, c: int) -> Rates:
