@@ -106,6 +106,7 @@ HEAVY_BENCHES: dict[str, str] = {
     "sweep": "starts its own Ray",
     "recovery": "starts its own Ray and kills a host actor",
     "vectorize": "six workloads client by client and vectorized: minutes even at one round",
+    "gpu": "starts its own Ray and runs 24 federations (tests/test_bench_gpu.py runs it shortened)",
 }
 RUN_ALL = os.environ.get("RAYCOMPO_DOCS_ALL", "") not in ("", "0")
 

@@ -11,10 +11,11 @@ import random
 import numpy as np
 
 from raycompo.system import PROFILES, System, candidates
-from raycompo.system.availability import DAY_S, Diurnal
+from raycompo.system.availability import DAY_S, Bernoulli, Diurnal
 from raycompo.system.deadline import choose, choose_many
 from raycompo.system.devices import KEEP_ACROSS_MAX, KEEP_MAX, DeviceModel
 from raycompo.system.draws import CANDIDATE, below, prefix, units_of
+from raycompo.system.draws import indices as _indices
 
 
 def test_candidates_drawn_in_numpy_are_those_drawn_one_at_a_time(monkeypatch):
@@ -47,6 +48,29 @@ def test_a_repeat_within_and_across_batches_is_skipped_as_one_at_a_time(monkeypa
     assert fast == slow
     for d in fast:
         assert len(set(d.drawn)) == len(d.drawn)
+
+
+def test_a_repeat_at_the_kth_online_draw_is_skipped_as_one_at_a_time():
+    # the numpy loop on a population small enough that a repeat often falls on the k-th
+    # online draw itself, where the batch is cut (its repeat check reads the draws up to it),
+    # against the one-at-a-time loop: the same clients looked at and the same online ones
+    pre = prefix(4, CANDIDATE)
+    seen_repeat = 0
+    for b in (Bernoulli(0.9, 60, 4), Bernoulli(1.0, 60, 4), Bernoulli(0.3, 60, 4)):
+        for k in (2, 5, 12):
+            for r in range(200):
+                key, size, cap = (r, 0, 0), 40 + 10 * k, 20 * k + 100
+                drawn, online, _ = candidates._draw_large(b, pre, size, k, 60.0 * r, key, cap)
+                slow = candidates._draw_small(b, None, pre, size, k, 60.0 * r, key, cap)
+                assert (drawn, online) == slow[:2]
+                ids = draws_indices(pre, size, len(drawn) + 5, key)
+                seen_repeat += len(set(ids[: len(drawn) + 1])) < len(drawn) + 1
+    assert seen_repeat > 100  # repeats within the draws looked at were common
+
+
+def draws_indices(pre: int, size: int, count: int, key: tuple[int, int, int]) -> list[int]:
+    """The first `count` keyed candidate draws of `key` (repeats included)."""
+    return _indices(pre, size, 0, count, *key).tolist()
 
 
 def test_devices_drawn_at_once_are_those_drawn_one_by_one():
@@ -120,7 +144,8 @@ def test_below_is_the_unit_comparison():
     """`draws.below(p)`: comparing the folded states with it is `unit < p`, written here from
     `unit`'s definition, for any p (at the bound and next to it too)."""
     rng = random.Random(11)
-    probs = [0.0, 1e-300, 2.0**-54, 0.001, 0.3, 0.5, 0.5 + 2.0**-53, 0.9, 1 - 2.0**-53, 1.0, 1.5]
+    probs = [0.0, -1.0, math.nan, -math.inf, 1e-300, 2.0**-54, 0.001, 0.3, 0.5, 0.5 + 2.0**-53, 0.9, 1 - 2.0**-53, 1.0,
+             1.5, 1e300, math.inf]
     for p in probs + [rng.random() for _ in range(300)]:
         bound = below(p)
         states = [rng.getrandbits(64) for _ in range(64)]

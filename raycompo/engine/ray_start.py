@@ -110,10 +110,11 @@ def wait_for_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None
 
 
 def ensure_ray(address: str | None = None, include_dashboard: bool | None = None, namespace: str | None = None,
-               timeout_s: float | None = None, num_cpus: float | None = None, quiet: bool = False) -> None:
+               timeout_s: float | None = None, num_cpus: float | None = None, quiet: bool = False,
+               num_gpus: float | None = None) -> None:
     """Join the cluster at `address` ('auto': the one on this machine), or, without one,
-    start a private local Ray whose sockets are all on loopback (with `num_cpus` CPUs:
-    default all); no-op when Ray is already initialized in this process. `quiet`: workers'
+    start a private local Ray whose sockets are all on loopback (with `num_cpus` CPUs and
+    `num_gpus` GPUs: default all it finds); no-op when Ray is already initialized in this process. `quiet`: workers'
     output and Ray's INFO lines stay out of this terminal (sweeps print one line per
     trial instead).
 
@@ -140,7 +141,8 @@ def ensure_ray(address: str | None = None, include_dashboard: bool | None = None
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ConfigError(f"could not join the Ray cluster at --address {address}: {exc}") from None
         return
-    _start_local(ray, include_dashboard=include_dashboard, namespace=namespace, num_cpus=num_cpus, **logs)
+    _start_local(ray, include_dashboard=include_dashboard, namespace=namespace, num_cpus=num_cpus, num_gpus=num_gpus,
+                 **logs)
 
 
 def _start_local(ray, **kwargs) -> None:

@@ -170,7 +170,7 @@ class Bernoulli(AvailabilityModel):
     def __init__(self, p: float, slot_s: float, seed: int):
         self.p, self.slot_s = p, slot_s
         self._pre = draws.prefix(seed, draws.SLOT)
-        self._below = draws.below(p)
+        self._below = draws.below(p) if p < 1.0 else None  # (p >= 1: always online, never compared)
 
     def _on(self, c: int, k: int) -> bool:
         return self.p >= 1.0 or draws.unit(self._pre, c, k) < self.p

@@ -85,6 +85,10 @@ def below(p: float) -> np.uint64 | None:
     one integer comparison in place of `units_of(h) < p`, bit for bit. unit(h) < p holds when
     float(h >> 11) + 0.5 < p * 2^53, true for the top bits k below some K (the sum rounds
     up with k): K is found here with the float arithmetic `units_of` uses."""
+    if not p > 0:  # (NaN too) no unit is below
+        return np.uint64(0)
+    if p > 1:  # every unit is
+        return None
     target = p * _TWO_53
     k = min(max(math.ceil(target - 0.5), 0), 1 << 53)
     while k > 0 and float(k - 1) + 0.5 >= target:
@@ -121,7 +125,9 @@ def exp_normals(u: np.ndarray, sigmas: Sequence[float]) -> np.ndarray:
         z: Iterable[float] = map(_STD_NORMAL.inv_cdf, flat)
     else:
         z = map(_INV_CDF, flat, repeat(0.0), repeat(1.0))
-    row = u.shape[-1] if u.ndim > 1 else len(flat)
+    if u.ndim != 2 or len(sigmas) != u.shape[0]:
+        raise ValueError(f"exp_normals: one sigma per row of u, got {len(sigmas)} for u of shape {u.shape}")
+    row = u.shape[1]
     scale = chain.from_iterable(repeat(float(s), row) for s in sigmas)
     return np.fromiter(map(math.exp, map(mul, scale, z)), dtype=np.float64, count=len(flat)).reshape(u.shape)
 
