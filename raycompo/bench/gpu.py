@@ -102,11 +102,13 @@ def run_rows(cfg: RunConfig, cuda: bool) -> tuple[list[dict[str, Any]], str]:
         driver.close()
 
 
-def seconds(cfg: RunConfig, rounds: int) -> float:
-    """Wall seconds per round of cfg's run after one warm-up round."""
+def seconds(cfg: RunConfig, rounds: int, cuda: bool = False) -> tuple[float, str]:
+    """Wall seconds per round of cfg's run after one warm-up round and, on Ray, the GPU's
+    processes before the end (as `run_rows`)."""
     driver = start_driver(resolve(cfg), get_backend(cfg.backend), "actor", "raycompo-bench-gpu")
     try:
-        return engine_seconds_per_round(driver, rounds, 1).wall
+        t = engine_seconds_per_round(driver, rounds, 1).wall
+        return t, gpu_processes(cuda) if get_backend(cfg.backend).uses_ray else ""
     finally:
         driver.close()
 
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             if skipped(f"{algo} m={m}"):
                 continue
             t = {(dev, v): seconds(dataclasses.replace(cohort_config("logistic-784", algo, m, "inline", v),
-                                                       gpus_per_actor=g), a.rounds)
+                                                       gpus_per_actor=g), a.rounds)[0]
                  for dev, g in (("cpu", 0.0), ("cuda", gpu)) for v in ("off", "on")}
             print(f"{algo:8} {m:5d} {t['cpu', 'off'] * 1e3:10.1f} {t['cpu', 'on'] * 1e3:10.1f} "
                   f"{t['cuda', 'off'] * 1e3:10.1f} {t['cuda', 'on'] * 1e3:10.1f} {t['cuda', 'off'] / t['cuda', 'on']:21.1f}x "
@@ -180,15 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             for m in [m for m in a.m if m >= 100]:
                 if skipped(f"ray {algo} m={m}"):
                     continue
-                inline = seconds(dataclasses.replace(cohort_config("logistic-784", algo, m, "inline", "on"),
-                                                     gpus_per_actor=gpu), a.rounds)
+                inline, _ = seconds(dataclasses.replace(cohort_config("logistic-784", algo, m, "inline", "on"),
+                                                        gpus_per_actor=gpu), a.rounds)
                 cfg = dataclasses.replace(cohort_config("logistic-784", algo, m, "ray", "on", a.hosts), gpus_per_actor=share)
-                driver = start_driver(resolve(cfg), get_backend("ray"), "actor", "raycompo-bench-gpu")
-                try:
-                    on_ray = engine_seconds_per_round(driver, a.rounds, 1).wall
-                    procs = gpu_processes(cuda)
-                finally:
-                    driver.close()
+                on_ray, procs = seconds(cfg, a.rounds, cuda)
                 print(f"{algo:8} m={m:5d}: ray {on_ray * 1e3:.1f}, inline {inline * 1e3:.1f} "
                       f"(inline / ray {inline / on_ray:.2f}x); GPU processes (pid, memory): {procs}", flush=True)
     print(f"\ndone in {time.time() - t0:.0f} s", flush=True)
