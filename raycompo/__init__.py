@@ -23,17 +23,18 @@ reference)::
 
 A task or algorithm is named the same way everywhere (Python, `--task`/`--algo`, a
 sweep's keys): a registered name, 'path/to/file.py:ClassName',
-'package.module:ClassName', or (Python) the class itself; see `raycompo.plugins`.
+'package.module:ClassName', or (Python) the class itself; see `raycompo.configuration.plugins`.
 
 The package, layer by layer from the bottom. A part imports only from itself and the layers
 above it in this list, never from a sibling: `a | b` share a layer and must not import each
 other. Every import counts: inside a function, by a name (importlib) or through this facade
 (checked in CI by `lint-imports` and tests/test_layers.py, see docs/architecture.md):
 
-  errors | atomic      user-facing errors; writing a file atomically (a temp file renamed over it)
-  costs                the cost record of an exchange; the one list of the cost columns
-  per_client           one evaluation's per-client values and their spread over clients
-  settings | seeding | budget | lockfile | registry | backends | observers | stats | arguments | cost_axes
+  errors | runfolder.atomic
+                       user-facing errors; writing a file atomically (a temp file renamed over it)
+  costs.exchange       the cost record of an exchange; the one list of the cost columns
+  watch.per_client     one evaluation's per-client values and their spread over clients
+  settings | seeding | costs.budget | runfolder.lockfile | configuration.registry | configuration.backends | watch.observers | watch.stats | configuration.arguments | costs.axes
                        typed settings dataclasses and `--set key=value`; seeded streams; the
                        cost limits a run stops at; file locks;
                        discovery of built-ins; backend names; the Observer interface; t-intervals;
@@ -47,20 +48,29 @@ other. Every import counts: inside a function, by a name (importlib) or through 
   tasks/               the papers' tasks (clients' data, model, loss, evaluation);
                        tasks/from_data: a task from the user's own arrays
   algorithms/          one file per algorithm: client phases + the server's round
-  plugins              names, specs and entry points -> classes (list_algorithms,
+  configuration.plugins
+                       names, specs and entry points -> classes (list_algorithms,
                        list_tasks); shipping user code to Ray
-  vectorize            which client phases run batched (--vectorize), and why not
-  config               a run's configuration, resolved into validated settings
-  clients_file | costs_file   the run folder's clients.csv and costs.csv (appended as each round ends)
-  results              the run folder: config.json, metrics.csv, resuming
+  configuration.vectorize
+                       which client phases run batched (--vectorize), and why not
+  configuration.config
+                       a run's configuration, resolved into validated settings
+  runfolder.clients_file | runfolder.costs_file
+                       the run folder's clients.csv and costs.csv (appended as each round ends)
+  runfolder.results    the run folder: config.json, metrics.csv, resuming
   engine/              runs an algorithm over clients: hosts, pools (inline, Ray actors),
                        driver, checkpoints, recovery, placement, metrics for the dashboard;
                        the only layer that imports Ray
-  progress | trackers  watchers of a run: the progress line, MLflow / W&B
+  watch.progress | watch.trackers
+                       watchers of a run: the progress line, MLflow / W&B
   api                  raycompo.run / resume
   run | tune/ | reproduce/ | plot | grafana
                        the command lines (tune/ also holds raycompo.tune and the sweeps)
   bench/               benchmarks
+
+The packages configuration/, costs/, runfolder/ and watch/ group modules by concern (a
+run's configuration and plugins; costs and budgets; run folders and their files; watching
+runs); their modules sit on the layers above.
 """
 
 from __future__ import annotations
@@ -78,9 +88,9 @@ _EXPORTS = {
     "resume": ("raycompo.api", "resume"),
     "RunResult": ("raycompo.engine.runner", "RunResult"),
     "SweepResult": ("raycompo.tune.api", "SweepResult"),
-    "RunConfig": ("raycompo.config", "RunConfig"),
-    "list_algorithms": ("raycompo.plugins", "list_algorithms"),
-    "list_tasks": ("raycompo.plugins", "list_tasks"),
+    "RunConfig": ("raycompo.configuration.config", "RunConfig"),
+    "list_algorithms": ("raycompo.configuration.plugins", "list_algorithms"),
+    "list_tasks": ("raycompo.configuration.plugins", "list_tasks"),
     # writing an algorithm
     "Algorithm": ("raycompo.algorithms.base", "Algorithm"),
     "LocalSettings": ("raycompo.algorithms.base", "LocalSettings"),

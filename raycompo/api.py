@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raycompo.arguments import Arg, check, positive_int
+from raycompo.configuration.arguments import Arg, check, positive_int
 from raycompo.errors import ConfigError
-from raycompo.observers import Observer, Row
+from raycompo.watch.observers import Observer, Row
 
 TaskSpec = Any
 """A task: a registered name, 'path/to/file.py:ClassName', 'package.module:ClassName', or
@@ -42,13 +42,13 @@ or an `Algorithm` subclass."""
 
 
 def run_arguments() -> dict[str, Arg]:
-    """What `run` accepts, argument by argument (`raycompo.arguments`; task and algo are
+    """What `run` accepts, argument by argument (`raycompo.configuration.arguments`; task and algo are
     checked by `plugins.load`); `resume` and `raycompo.tune` take the same for the
     arguments they share."""
-    from raycompo.backends import backend_names
-    from raycompo.progress import MODES
-    from raycompo.trackers import TRACKERS
-    from raycompo.vectorize import MODES as VECTORIZE
+    from raycompo.configuration.backends import backend_names
+    from raycompo.configuration.vectorize import MODES as VECTORIZE
+    from raycompo.watch.progress import MODES
+    from raycompo.watch.trackers import TRACKERS
 
     return {
         "rounds": positive_int(), "settings": Arg(("mapping",), none=True), "seed": Arg(("int",), at_least=0),
@@ -135,7 +135,7 @@ def run(
     checkpoint_every, max_failures, state_memory (GB), host_timeout (s), data_dir,
     dashboard: as --eval-every, --eval-clients, ... of `python -m raycompo.run`.
     vectorize: 'auto' (default), 'on' or 'off': run each host's clients as one batched
-        computation where the algorithm, task and model allow it (raycompo/vectorize.py);
+        computation where the algorithm, task and model allow it (raycompo/configuration/vectorize.py);
         vectorize_memory (MB): what one batched chunk of clients may use.
     system: a simulated system (as --system): a built-in profile ('uniform', 'mobile',
         'mobile-sync', 'mobile-fastest') or a YAML file path; cohorts are drawn among online
@@ -163,10 +163,10 @@ def run(
         again: a resumed run's sums of floats are split over threads as before.
     on_row(row): called with each row (a dict) as soon as it is computed (live plots).
     progress: True shows a progress bar (`tqdm.auto`: a widget in a notebook, a bar on a
-        terminal, at most ~100 plain lines elsewhere); or a mode of `raycompo.progress`
+        terminal, at most ~100 plain lines elsewhere); or a mode of `raycompo.watch.progress`
         ('bar', 'notebook', 'lines').
     tracker: 'mlflow' and/or 'wandb' (a name or a list): also log the settings, every row
-        and the run folder's files there (see `raycompo.trackers`; optional packages).
+        and the run folder's files there (see `raycompo.watch.trackers`; optional packages).
     observers: more `Observer`s (on_start / on_row / on_end / on_failure) of the run.
 
     Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns,
@@ -177,7 +177,7 @@ def run(
     holds), `.final` (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
     `raycompo.engine.signals.Interrupted` (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
     """
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
 
     a = check("raycompo.run", locals(), run_arguments())  # numpy numbers come back as int / float
     if a["threads"] is not None:
@@ -231,8 +231,8 @@ def resume(
     checkpoint.resume_point): a ConfigError when the run cannot go on as asked. A completed
     run with no more rounds asked for (`rounds` None or its rounds) is not run again: its
     result (metrics and config.json as written) is returned."""
-    from raycompo.plugins import load, remember
-    from raycompo.results import finished, read_rows, resumed_config
+    from raycompo.configuration.plugins import load, remember
+    from raycompo.runfolder.results import finished, read_rows, resumed_config
 
     args = run_arguments()
     a = check("raycompo.resume", locals(), {**{k: args[k] for k in _RESUME_ARGS}, "out": Arg(("path",)),
@@ -260,15 +260,15 @@ def resume(
 
 def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, max_failures, on_row, progress,
          tracker=None, observers=()):
-    from raycompo.config import resolve
+    from raycompo.configuration.config import resolve
     from raycompo.engine.runner import run as engine_run
-    from raycompo.observers import Callback
-    from raycompo.trackers import check_trackers, run_trackers
+    from raycompo.watch.observers import Callback
+    from raycompo.watch.trackers import check_trackers, run_trackers
 
     out = None if out is None else str(out)
     watch: list[Observer] = [Callback(on_row)] if on_row is not None else []
     if progress:
-        from raycompo.progress import RunProgress
+        from raycompo.watch.progress import RunProgress
 
         metric = resolve(cfg, check_clients=False).task_cls.default_metric[0].removesuffix("_worst")
         watch.append(RunProgress(cfg.rounds, metric, mode="auto" if progress is True else str(progress)))

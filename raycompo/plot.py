@@ -19,7 +19,7 @@ configuration field that differs between lines (e.g. `system=mobile-sync`), a se
 differs between one algorithm's lines.
 
 The x axis (--x) is the round (default), the wall time, or a cost the papers argue in
-(raycompo/cost_axes.py): samples drawn, values (values_up + values_down: real values
+(raycompo/costs/axes.py): samples drawn, values (values_up + values_down: real values
 communicated), bytes (bytes_up + bytes_down) or sim_time (simulated seconds, runs with
 --system only). A line's x at a round is the mean over its runs (seeds) of that round's
 value; a run without the columns of the axis is an error naming them.
@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycompo.arguments import Arg, check
-from raycompo.cost_axes import COST_AXES, COST_LABELS, cost, missing_columns, where_from
+from raycompo.configuration.arguments import Arg, check
+from raycompo.costs.axes import COST_AXES, COST_LABELS, cost, missing_columns, where_from
 from raycompo.errors import ConfigError, RaycompoError
 
 PAPER_NAMES = {
@@ -70,7 +70,7 @@ METRIC_LABELS = {
     "round_time": "seconds per round",
 }
 X_LABELS = {"round": "communication round $s$", "wall_time": "wall-clock time (s)", **COST_LABELS}
-"""The x axes: the round, the wall time, and the cost axes of raycompo/cost_axes.py."""
+"""The x axes: the round, the wall time, and the cost axes of raycompo/costs/axes.py."""
 LOG_METRICS = ("grad_norm",)
 NOT_METRICS = ("round", "diverged", "trial_id", "status")
 
@@ -123,7 +123,7 @@ def paper_name(algo: str) -> str:
 
 def metric_label(metric: str) -> str:
     """The y axis label: e.g. 'worst client's validation accuracy'; a spread column
-    (raycompo/per_client.py) as 'validation accuracy: 10th percentile over clients'."""
+    (raycompo/watch/per_client.py) as 'validation accuracy: 10th percentile over clients'."""
     if metric in METRIC_LABELS:
         return METRIC_LABELS[metric]
     base, _, stat = metric.rpartition("_")
@@ -163,7 +163,7 @@ def _fields(cfg: dict[str, Any]) -> dict[str, Any]:
     `RunConfig` field outside `EXECUTION` (a field config.json lacks: its default)."""
     import dataclasses
 
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
 
     default = RunConfig()
     out = {f.name: cfg.get(f.name, getattr(default, f.name)) for f in dataclasses.fields(RunConfig)
@@ -293,7 +293,7 @@ def curve(line: Line, metric: str, x: str):
     import numpy as np
     import pandas as pd
 
-    from raycompo.stats import t_quantile
+    from raycompo.watch.stats import t_quantile
 
     ys, xs = [], []
     for r in line.runs:
@@ -339,7 +339,7 @@ PLOT_ARGS = {
     "out": Arg(("path",), none=True), "title": Arg(("text",), none=True), "all_trials": Arg(("bool",)),
     "log": Arg(("bool",), none=True),
 }
-"""What `plot` accepts (raycompo.arguments)."""
+"""What `plot` accepts (raycompo.configuration.arguments)."""
 
 
 def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, *, x: str = "round",

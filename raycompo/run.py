@@ -7,7 +7,7 @@ Writes runs/x/config.json (every setting, the seed, the status) and runs/x/metri
 (one row per round). Exit codes: 0 completed, 2 bad input or missing data, 3 diverged.
 
 `--task` and `--algo` also take your own classes: 'path/to/file.py:ClassName' or
-'package.module:ClassName' (raycompo/plugins.py).
+'package.module:ClassName' (raycompo/configuration/plugins.py).
 
 From Python, this module is callable: `raycompo.run(task, algo, rounds=...)` is
 `raycompo.api.run` (see its docstring).
@@ -19,11 +19,11 @@ import argparse
 import sys
 from typing import Any
 
-from raycompo.budget import BUDGET_KEYS, parse_budget
-from raycompo.config import BACKENDS, RunConfig, resolve
+from raycompo.configuration.config import BACKENDS, RunConfig, resolve
+from raycompo.costs.budget import BUDGET_KEYS, parse_budget
 from raycompo.errors import ConfigError, RaycompoError
 from raycompo.settings import parse_sets
-from raycompo.trackers import TRACKERS
+from raycompo.watch.trackers import TRACKERS
 
 EXIT_BAD_INPUT = 2
 EXIT_DIVERGED = 3
@@ -113,15 +113,15 @@ def parse_compress(items: list[str], option: str) -> dict[str, str]:
 
 def headline(metric: str, row: dict[str, Any]) -> str:
     """'val_acc 0.8123 (worst client 0.7000)': the task's main metric and its worst client."""
-    from raycompo.progress import headline as h
+    from raycompo.watch.progress import headline as h
 
     return h(metric, row)
 
 
 def progress_printer(total: int, metric: str, stream=None, mode: str = "auto"):
-    """The progress observer of a run (raycompo/progress.py): a tqdm bar on a terminal,
+    """The progress observer of a run (raycompo/watch/progress.py): a tqdm bar on a terminal,
     at most ~100 plain lines otherwise."""
-    from raycompo.progress import RunProgress
+    from raycompo.watch.progress import RunProgress
 
     return RunProgress(total, metric, mode=mode, stream=stream)
 
@@ -134,8 +134,8 @@ def list_choices(task: str | None = None, algo: str | None = None) -> str:
     their own."""
     import dataclasses
 
-    from raycompo.config import algorithm_overrides
-    from raycompo.plugins import (
+    from raycompo.configuration.config import algorithm_overrides
+    from raycompo.configuration.plugins import (
         builtins,
         entry_points,
         is_spec_string,
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from raycompo.engine import run
     from raycompo.engine.signals import exit_code
-    from raycompo.results import budget_reached, finished
+    from raycompo.runfolder.results import budget_reached, finished
 
     out = args.out
     try:
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
 
             torch.set_num_threads(cfg.threads)
         metric = resolve(cfg).task_cls.default_metric[0].removesuffix("_worst")
-        from raycompo.trackers import check_trackers, run_trackers
+        from raycompo.watch.trackers import check_trackers, run_trackers
 
         watch = run_trackers(check_trackers(args.tracker), out)
         if not args.quiet:
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted{_resume_hint(out)}", file=sys.stderr)
         return code
     except Exception as exc:  # a failure the run could not recover from
-        from raycompo.results import plain
+        from raycompo.runfolder.results import plain
 
         text = plain(str(exc)).strip()
         line = text.splitlines()[0] if text else ""
@@ -331,7 +331,7 @@ RESUME_CHANGES = {
 def resume_config(args: argparse.Namespace, argv: list[str]) -> tuple[RunConfig, str]:
     """The config of the run in --resume DIR (results.resumed_config): --rounds may
     change the total; other options that define the run must repeat its values."""
-    from raycompo.results import resumed_config
+    from raycompo.runfolder.results import resumed_config
 
     given = given_options(argv)
     if "overwrite" in given:

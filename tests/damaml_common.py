@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 
 # A tiny damaml-mnist5k federation: 10 clients x 20 training / 10 validation images, a CNN4
 # with 4 filters, batches of 8: a round takes a fraction of a second.

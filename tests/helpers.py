@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 
 # A small dro-mnist5k federation: 4 clients (one with 60 images, three with 20) so runs take
 # a fraction of a second per round.

@@ -42,7 +42,7 @@ def main() -> None:
     import ray
 
     from raycompo.engine.ray_metrics import RayMetrics
-    from raycompo.observers import RunInfo
+    from raycompo.watch.observers import RunInfo
 
     t_init = time.perf_counter()
     ray.init(num_cpus=1, include_dashboard=False, _metrics_export_port=args.port, log_to_driver=False)

@@ -49,7 +49,7 @@ def main() -> None:
     import ray
     from ray.cluster_utils import Cluster
 
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
     from raycompo.engine import run
     from tests.helpers import SMALL_DRO
 

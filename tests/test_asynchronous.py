@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import raycompo
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import run
 from raycompo.errors import ConfigError
 from raycompo.system.aggregation import AggregationSettings, staleness_weight
@@ -170,7 +170,7 @@ def test_resume_mid_run_continues_the_clients_in_flight(tmp_path):
     for changes, message in (({"buffer": 3}, "--buffer 3"), ({"aggregation": "async"}, "--aggregation async"),
                              ({"settings": {"server_lr": 0.5}}, "server_lr=0.5")):
         with pytest.raises(ConfigError, match=message):
-            raycompo.results.resumed_config(tmp_path / "b", rounds=8, changes=changes)
+            raycompo.runfolder.results.resumed_config(tmp_path / "b", rounds=8, changes=changes)
 
 
 def test_a_run_interrupted_mid_way_resumes_to_the_uninterrupted_rows(tmp_path):

@@ -74,8 +74,8 @@ def test_hosts_start_beside_the_driver_and_end_with_it_even_if_it_died(ray_sessi
     process's actors, so they do not fate-share with it)."""
     import ray
 
-    from raycompo.backends import get_backend
-    from raycompo.config import resolve
+    from raycompo.configuration.backends import get_backend
+    from raycompo.configuration.config import resolve
     from raycompo.engine.driver import start_driver
 
     cfg = dataclasses.replace(small_config("fedavg", rounds=1), backend="ray", clients_per_actor=2, cpus_per_actor=0.5)

@@ -16,7 +16,7 @@ import torch
 import raycompo
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.bench.scale import Result, compare
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine import batched
 from raycompo.engine.federation import Federation
 from raycompo.engine.host import ClientCtx, as_range

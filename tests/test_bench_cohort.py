@@ -5,7 +5,7 @@ row per (workload, algorithm, m) with every column measured."""
 from __future__ import annotations
 
 from raycompo.bench import cohort
-from raycompo.config import resolve
+from raycompo.configuration.config import resolve
 
 
 def test_round_flops_counts_every_clients_batches():

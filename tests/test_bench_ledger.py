@@ -16,7 +16,7 @@ def test_ledger_bench_prints_both_sides(capsys):
 
 def test_timed_counting_times_the_counting_code_and_restores_it():
     from raycompo.bench.ledger import timed_counting
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
     from raycompo.engine import host, ledger
     from raycompo.engine.federation import Federation
 

@@ -1,4 +1,4 @@
-"""The cost budget (raycompo/budget.py): a run ends, completed, at the first round whose
+"""The cost budget (raycompo/costs/budget.py): a run ends, completed, at the first round whose
 cumulative cost column reaches the limit; bad budgets are ConfigErrors naming what is
 accepted. And the per-key file costs.csv that every run writes."""
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import raycompo
-from raycompo.budget import BUDGET_KEYS, check_budget, parse_budget
+from raycompo.costs.budget import BUDGET_KEYS, check_budget, parse_budget
 from raycompo.errors import ConfigError
 from raycompo.run import main
 from tests.helpers import SMALL_DRO

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine import run
 from raycompo.errors import DataUnavailableError
 from raycompo.models.resnet20 import ResNet20

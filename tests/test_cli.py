@@ -119,7 +119,7 @@ def test_list_with_a_task_shows_the_settings_a_run_on_it_uses(capsys):
     import ast
     import dataclasses
 
-    from raycompo.config import RunConfig, resolve
+    from raycompo.configuration.config import RunConfig, resolve
 
     assert main(["--list", "--task", "synthetic"]) == 0
     listed = listed_settings(capsys.readouterr().out)

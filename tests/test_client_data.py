@@ -73,7 +73,7 @@ def test_loader_must_return_every_id():
 
 
 def test_device_and_task_loader():
-    from raycompo.config import RunConfig, resolve
+    from raycompo.configuration.config import RunConfig, resolve
 
     task = resolve(RunConfig(task="synthetic", algo="fedavg", backend="inline", settings={"n_clients": 1000})).make_task()
     cache = ClientDataCache(task.clients, max_clients=4, device="cpu")

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import run
 from raycompo.engine.federation import RANDPERM_MAX_CLIENTS, Federation, RoundCtx, draw_cohort
 from raycompo.seeding import SERVER, generator

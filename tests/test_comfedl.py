@@ -4,7 +4,7 @@ the composite objective F(w) = 1/n sum_i exp(f_i(w) / gamma) (Algorithm 1 with l
 import torch
 import torch.nn.functional as F
 
-from raycompo.config import resolve
+from raycompo.configuration.config import resolve
 from raycompo.engine.federation import Federation
 from tests.helpers import small_config
 

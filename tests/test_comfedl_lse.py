@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine import run
 from raycompo.engine.federation import Federation, RoundCtx
 from raycompo.errors import ConfigError

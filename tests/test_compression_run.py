@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import raycompo
-from raycompo.config import RunConfig, resolve
-from raycompo.costs import BREAKDOWN_KEY
+from raycompo.configuration.config import RunConfig, resolve
+from raycompo.costs.exchange import BREAKDOWN_KEY
 from raycompo.engine.federation import Federation
 from raycompo.engine.ledger import COLUMNS
 from raycompo.errors import ConfigError

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-import raycompo.plugins as task_registry
+import raycompo.configuration.plugins as task_registry
 from raycompo.algorithms.base import Algorithm, client_phase
-from raycompo.config import RunConfig, resolve, setting_owners
+from raycompo.configuration.config import RunConfig, resolve, setting_owners
 from raycompo.engine import run
 from raycompo.engine.federation import Federation, RoundCtx
 from raycompo.errors import ConfigError
@@ -29,7 +29,7 @@ def test_phases_are_collected_from_declarations_and_mixins():
             return {"x": 2 * payload["x"]}, {**state, "n": state.get("n", 0) + 1}
 
     assert set(Probe.phases) == {"evaluate", "twice"}
-    from raycompo.plugins import load
+    from raycompo.configuration.plugins import load
 
     assert load("algorithm", "fedmaml").phases["evaluate"] == "client_evaluate"  # from the mixin
 

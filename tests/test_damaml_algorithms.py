@@ -8,12 +8,12 @@ import torch.nn.functional as F
 from raycompo.algorithms.comfedl_damaml import ComFedLDamaml, ComFedLDamamlSettings
 from raycompo.algorithms.comfedl_maml import ComFedLMaml, ComFedLMamlSettings
 from raycompo.algorithms.fedmaml import FedMaml, FedMamlSettings
-from raycompo.config import resolve
+from raycompo.configuration.config import resolve
 from raycompo.engine.federation import Federation
 from raycompo.engine.host import ClientCtx
-from raycompo.per_client import N_SAMPLES_KEY
 from raycompo.problems import compositional_gradient
 from raycompo.tasks.base import ClientData
+from raycompo.watch.per_client import N_SAMPLES_KEY
 from tests.damaml_common import tiny_config
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.data.dominant import dominant_counts, dominant_partition
 from raycompo.engine import run
 from raycompo.errors import ConfigError

@@ -4,7 +4,7 @@ v <- v - lr (grad f_i(v) + lam (v - w_s)); evaluation uses them."""
 import torch
 
 from raycompo.engine.federation import Federation
-from raycompo.per_client import N_SAMPLES_KEY
+from raycompo.watch.per_client import N_SAMPLES_KEY
 from tests.damaml_common import tiny_config
 
 

@@ -115,7 +115,7 @@ def check_name(kind: str, spec: str | None) -> None:
     """A `--task` / `--algo` value names a registered class or a file that exists."""
     if spec is None or ":" in spec:
         return  # the default, or a FILE.py:Class / module:Class spec (files: check_paths)
-    from raycompo import plugins
+    from raycompo.configuration import plugins
 
     assert spec in plugins.registered(kind), f"unknown {kind} {spec!r}"
 

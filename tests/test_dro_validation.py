@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.data.partition import balanced_counts
 from raycompo.errors import ConfigError
 from tests.helpers import SMALL_DRO

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 import raycompo
-from raycompo.config import RunConfig
-from raycompo.costs import DROPPED_COLUMNS, LEDGER_COLUMNS
+from raycompo.configuration.config import RunConfig
+from raycompo.costs.exchange import DROPPED_COLUMNS, LEDGER_COLUMNS
 from raycompo.engine.federation import Federation
 from raycompo.run import main
 from tests.test_resume_integrity import same_rows

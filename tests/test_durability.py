@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 import torch
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import checkpoint, run
 from raycompo.engine.faults import KillActor, KillOnRestore
-from raycompo.observers import Observer
 from raycompo.run import main
+from raycompo.watch.observers import Observer
 from tests.helpers import SMALL_DRO, assert_rows_close, small_config
 
 TIME_COLUMNS = ["round_time", "wall_time"]

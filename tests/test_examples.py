@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import raycompo
-from raycompo import plugins
+from raycompo.configuration import plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

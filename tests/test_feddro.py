@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import run
 from raycompo.engine.federation import Federation
 from raycompo.problems.global_composition import phi

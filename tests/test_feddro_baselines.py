@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from raycompo.algorithms.fastdro import chi2_weights, cvar_weights
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine import run
 from raycompo.engine.federation import Federation
 from raycompo.errors import ConfigError

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import run
 from raycompo.engine.federation import Federation
 from raycompo.errors import ConfigError

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.errors import ConfigError
 from raycompo.problems.global_composition import (
     OBJECTIVES,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from raycompo.algorithms import base, comfedl, fastdro, pdsgd, personalized, unconstrained
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation
 from tests.damaml_common import tiny_config
 from tests.helpers import small_config

@@ -84,7 +84,7 @@ def test_ray_sweep_reuses_the_hosts_of_a_trial_actor(tmp_path, ray_session):
 
     import pandas as pd
 
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
     from raycompo.tune.cli import main
 
     space = tmp_path / "space.yaml"

@@ -9,8 +9,8 @@ import io
 import pytest
 import torch
 
-from raycompo.config import RunConfig
-from raycompo.costs import BREAKDOWN_KEY
+from raycompo.configuration.config import RunConfig
+from raycompo.costs.exchange import BREAKDOWN_KEY
 from raycompo.engine.federation import Federation
 from raycompo.engine.ledger import COLUMNS, Ledger, count_values
 from tests.helpers import SMALL_DRO, small_config
@@ -168,8 +168,8 @@ def test_a_resume_refuses_a_damaged_costs_file(tmp_path, damage, says):
 def test_a_checkpoint_that_holds_the_rows_resumes_with_them(tmp_path):
     """A checkpoint written before costs.csv was appended per round kept the rows in the
     ledger's state (and its run, interrupted, wrote no costs.csv): the resume takes them."""
-    from raycompo.costs_file import read_costs
     from raycompo.engine import checkpoint, run
+    from raycompo.runfolder.costs_file import read_costs
 
     whole = run(small_config("fedavg", rounds=4, lr=0.1), out=str(tmp_path / "whole"))
     run(small_config("fedavg", rounds=2, lr=0.1), out=str(tmp_path / "cut"))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 import raycompo
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation
 from tests.damaml_common import TINY
 from tests.helpers import SMALL_DRO

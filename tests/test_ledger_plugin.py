@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation
 from raycompo.engine.uncounted import message
 from tests.helpers import SMALL_DRO

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine import run
 from raycompo.engine.federation import Federation
 from raycompo.errors import ConfigError

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from raycompo.engine.loop import MAX_ROUNDS_PER_CALL, run_rounds
-from raycompo.observers import Observer
+from raycompo.watch.observers import Observer
 
 
 class FakeDriver:

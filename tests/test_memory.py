@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine import memory
 from raycompo.errors import ConfigError
 from raycompo.run import main

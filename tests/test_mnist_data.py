@@ -25,7 +25,7 @@ def test_idx_files_round_trip(tmp_path):
 
 def test_dro_mnist_partition_on_idx_files(tmp_path):
     write_mnist(tmp_path, n_train=300, n_test=120)
-    from raycompo.config import RunConfig, resolve
+    from raycompo.configuration.config import RunConfig, resolve
 
     cfg = RunConfig(task="dro-mnist", algo="fedavg", data_dir=str(tmp_path),
                     settings=dict(s.split("=") for s in TINY) | {})

@@ -71,7 +71,7 @@ def test_a_1000_round_run_is_one_bar_on_a_terminal_and_about_100_lines_in_a_pipe
 
 
 def test_plain_lines_cap_long_runs_and_keep_the_last_row():
-    from raycompo.progress import RunProgress
+    from raycompo.watch.progress import RunProgress
 
     out = io.StringIO()
     p = RunProgress(3000, "val_acc", mode="lines", stream=out)
@@ -99,7 +99,7 @@ def test_api_progress_and_on_row(capsys):
 
 
 def test_sweep_progress_lines_and_bar():
-    from raycompo.progress import SweepProgress
+    from raycompo.watch.progress import SweepProgress
 
     out = io.StringIO()
     s = SweepProgress(3, metric="val_acc_worst", mode="max", display="lines", stream=out)

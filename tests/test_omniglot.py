@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.data.omniglot import load_alphabet, omniglot_alphabets
 from raycompo.errors import ConfigError, DataUnavailableError
 from raycompo.run import main

@@ -1,5 +1,5 @@
 """Who pays: clients.csv (every evaluated client's metrics) and the spread columns of
-metrics.csv (raycompo/per_client.py, raycompo/clients_file.py)."""
+metrics.csv (raycompo/watch/per_client.py, raycompo/runfolder/clients_file.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from raycompo.clients_file import read_clients
 from raycompo.engine.federation import Federation
 from raycompo.engine.runner import run
 from raycompo.errors import ConfigError
-from raycompo.per_client import CLIENTS_KEY
+from raycompo.runfolder.clients_file import read_clients
+from raycompo.watch.per_client import CLIENTS_KEY
 from tests.helpers import SMALL_DRO, small_config
 
 SIZES = {0: SMALL_DRO["big_client_size"], 1: SMALL_DRO["small_client_size"], 2: SMALL_DRO["small_client_size"],

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine.placement import plan_placement
 from raycompo.errors import ConfigError
 

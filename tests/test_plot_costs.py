@@ -1,5 +1,5 @@
 """`raycompo.plot(..., x=...)` / `python -m raycompo.plot --x` on the cost axes
-(raycompo/cost_axes.py), on run folders whose rows are written here (known costs)."""
+(raycompo/costs/axes.py), on run folders whose rows are written here (known costs)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A user's own algorithm and task, named by 'file.py:Class', 'module:Class', an entry
 point or the class itself: found, validated, listed, run on every backend with the same
-rows, and found again by --resume (raycompo/plugins.py)."""
+rows, and found again by --resume (raycompo/configuration/plugins.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import raycompo
-from raycompo import plugins
+from raycompo.configuration import plugins
 from raycompo.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "my_algorithm.py"
@@ -39,8 +39,8 @@ def plugin_file(tmp_path):
 
 
 def test_file_spec_runs_from_cli_and_records_code(plugin_file, tmp_path, capsys):
-    from raycompo.results import read_config
     from raycompo.run import main
+    from raycompo.runfolder.results import read_config
 
     out = tmp_path / "run"
     code = main(["--algo", f"{plugin_file}:ScgdMomentum", "--backend", "inline", "--rounds", "2",
@@ -220,7 +220,7 @@ def test_config_does_not_import_the_engine():
     """config.py sits below engine/: importing it loads no engine module (no import circle)."""
     import subprocess
 
-    code = "import sys, raycompo.config; print(sorted(m for m in sys.modules if m.startswith('raycompo.engine')))"
+    code = "import sys, raycompo.configuration.config; print(sorted(m for m in sys.modules if m.startswith('raycompo.engine')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          timeout=120).stdout
     assert out.strip() == "[]"

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from raycompo.engine.ray_metrics import RayMetrics
-from raycompo.observers import RunInfo
+from raycompo.watch.observers import RunInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def test_what_the_dashboard_shows_of_a_ray_run(ray_session, monkeypatch, tmp_pat
     busy seconds (by actor name) and the payload bytes put in the object store, growing."""
     import dataclasses
 
-    from raycompo.config import resolve
+    from raycompo.configuration.config import resolve
     from raycompo.engine import runner
     from tests.helpers import small_config
 

@@ -354,8 +354,8 @@ def test_a_signal_while_the_run_folder_is_made_marks_it_interrupted(tmp_path, mo
     """SIGTERM just after config.json says 'running' (the CI flake of
     test_sigterm_during_actor_start_up_exits_143, made certain here): `signals.deferred`
     holds it until the observers that mark the folder exist, so it says 'interrupted'."""
-    from raycompo import results
     from raycompo.engine import run
+    from raycompo.runfolder import results
     from tests.helpers import small_config
 
     made = results.RunWriter.__init__

@@ -10,7 +10,7 @@ import pytest
 
 from raycompo.reproduce import CLAIMS, reproduce
 from raycompo.reproduce.runner import plan
-from raycompo.stats import mean_ci
+from raycompo.watch.stats import mean_ci
 
 FILES = ("table.csv", "table.md", "figure.png", "commands.sh", "verdict.txt")
 

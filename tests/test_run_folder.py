@@ -19,13 +19,13 @@ import pytest
 import torch
 
 import raycompo
-from raycompo import lockfile, results
 from raycompo.engine import checkpoint, run
 from raycompo.errors import ConfigError
-from raycompo.observers import Observer
 from raycompo.run import main
+from raycompo.runfolder import lockfile, results
 from raycompo.tune.results import SweepStore
 from raycompo.tune.sweep import run_sweep
+from raycompo.watch.observers import Observer
 from tests.helpers import SMALL_DRO, small_config
 from tests.test_durability import CLI_RUN, StopAt, _cli, _wait_rows, assert_same_metrics
 
@@ -325,7 +325,7 @@ def test_a_lock_is_released_on_any_exit_and_by_a_dead_holder(tmp_path):
     with pytest.raises(RuntimeError):
         run(CFG, out=folder, observers=[Boom(2, RuntimeError("boom"))])
     assert not (folder / lockfile.NAME).exists()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from raycompo import lockfile; "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from raycompo.runfolder import lockfile; "
                                f"lockfile.hold({str(tmp_path / 'x')!r}).acquire(); print('held', flush=True); "
                                "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
     try:

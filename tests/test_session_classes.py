@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import raycompo
-from raycompo import plugins
+from raycompo.configuration import plugins
 from raycompo.tune.results import command_line
 
 MODULE = '''

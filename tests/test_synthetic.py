@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.errors import ConfigError
 
 SMALL = {"n_clients": 20, "max_samples": 200, "val_per_client": 20}

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from raycompo.costs import DROPPED_COLUMNS, ExchangeCost
+from raycompo.costs.exchange import DROPPED_COLUMNS, ExchangeCost
 from raycompo.errors import ConfigError
 from raycompo.system import PROFILES, System, load_profile
 from raycompo.system.deadline import candidates_for, choose

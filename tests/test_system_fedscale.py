@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import run
 from raycompo.engine.federation import Federation
 

@@ -13,9 +13,9 @@ import random
 import pytest
 
 import raycompo
-from raycompo.budget import BUDGET_KEYS, Budget
-from raycompo.cost_axes import COST_AXES
-from raycompo.costs import (
+from raycompo.costs.axes import COST_AXES
+from raycompo.costs.budget import BUDGET_KEYS, Budget
+from raycompo.costs.exchange import (
     COST_COLUMNS,
     LEDGER_COLUMNS,
     PRIVACY_COLUMNS,
@@ -254,7 +254,7 @@ def test_an_installed_package_registers_an_availability_model_by_name(tmp_path, 
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mylab_sys\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[raycompo.availability]\neven-only = mylab_sys.avail:EvenOnly\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    from raycompo import plugins
+    from raycompo.configuration import plugins
 
     assert "even-only" in plugins.registered("availability") and "diurnal" in plugins.registered("availability")
     profile = load_profile({"name": "ep", "availability": {"kind": "even-only", "parity": 1}}, resolve=plugins.load)

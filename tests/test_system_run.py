@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import raycompo
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import run
 from raycompo.engine.federation import Federation, RoundCtx
 from raycompo.errors import ConfigError
@@ -110,7 +110,7 @@ def test_resume_continues_the_same_clock(tmp_path):
     config = json.loads((tmp_path / "b" / "config.json").read_text())
     assert config["system"] == "mobile" and config["system_profile"]["selection"]["over_selection"] == 1.3
     with pytest.raises(ConfigError, match="cannot change --system uniform"):
-        raycompo.results.resumed_config(tmp_path / "b", rounds=5, changes={"system": "uniform"})
+        raycompo.runfolder.results.resumed_config(tmp_path / "b", rounds=5, changes={"system": "uniform"})
 
 
 def test_ten_million_clients_cohort_without_length_n_structures(monkeypatch):
@@ -213,7 +213,7 @@ def test_deterministic_per_seed():
 def test_the_driver_needs_no_access_to_the_profiles_files(tmp_path):
     """A trace and a device table are read once at resolution and travel with the run (a
     driver actor on another node never opens them)."""
-    from raycompo.config import resolve
+    from raycompo.configuration.config import resolve
 
     (tmp_path / "d.csv").write_text("flops,uplink_bytes_per_s,downlink_bytes_per_s,latency_s\n1e9,1e5,1e6,0.1\n")
     (tmp_path / "t.csv").write_text("client,start_s,end_s\n" + "".join(f"{c},0,1000\n" for c in range(40)))

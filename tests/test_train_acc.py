@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.federation import summarize
 from raycompo.tasks.base import ClassificationTask
 from tests.helpers import SMALL_DRO

@@ -79,7 +79,7 @@ def test_rows_without_the_cost_columns_rank_nothing(tmp_path):
 
 
 def test_bad_rank_at_is_a_clear_error():
-    from raycompo.cost_axes import COST_AXES
+    from raycompo.costs.axes import COST_AXES
 
     with pytest.raises(ConfigError, match=re.escape(f"unknown --rank-at 'rounds'; choose one of: {', '.join(COST_AXES)}")):
         check_rank_at("rounds", ["round", "val_acc"], "t")

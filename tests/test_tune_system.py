@@ -11,7 +11,7 @@ import shlex
 import pandas as pd
 import pytest
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.tune.cli import main
 from raycompo.tune.results import command_line
 from raycompo.tune.space import run_keys, space_from_dict

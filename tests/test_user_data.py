@@ -172,7 +172,7 @@ def test_partitioner_parameters_are_settings_with_the_same_defaults():
 # --- settings -----------------------------------------------------------------------------
 
 def test_settings_keys_collide_with_no_algorithm_key_and_all_have_docs():
-    from raycompo.plugins import list_algorithms
+    from raycompo.configuration.plugins import list_algorithms
 
     algo_keys = {k for cls in list_algorithms().values() for k in names(cls.Settings)}
     x, y = blobs()

@@ -1,4 +1,4 @@
-"""Vectorized cohorts (raycompo/vectorize.py, algorithms/cohort.py, engine/batched.py): a
+"""Vectorized cohorts (raycompo/configuration/vectorize.py, algorithms/cohort.py, engine/batched.py): a
 host's clients run as one batched computation and give the per-client path's numbers to
 1e-5 (float32 rounding of a batched product and a masked mean; see algorithms/cohort.py),
 with the same per-client seeded draws, ragged clients, per-client state, chunks of any
@@ -14,12 +14,12 @@ import torch
 
 import raycompo
 from raycompo.algorithms.cohort import CohortBatch, picks_to
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
+from raycompo.configuration.vectorize import resolved_plan, vectorized_algorithms
 from raycompo.engine.federation import Federation
 from raycompo.engine.host import ClientCtx
 from raycompo.errors import ConfigError
 from raycompo.run import main as run_main
-from raycompo.vectorize import resolved_plan, vectorized_algorithms
 from tests.helpers import SMALL_DRO
 
 TOL = 1e-5
@@ -202,8 +202,8 @@ def test_plan_and_errors():
         assert plan.phases == (("evaluate",) if algo == "gcivr" else ())
         with pytest.raises(ConfigError, match="--vectorize on: .*" + why.split()[-1] + ".*use --vectorize auto"):
             resolve(dataclasses.replace(cfg, vectorize="on"))
-    from raycompo.plugins import list_algorithms, list_tasks
-    from raycompo.vectorize import blocker
+    from raycompo.configuration.plugins import list_algorithms, list_tasks
+    from raycompo.configuration.vectorize import blocker
 
     scgdm = list_algorithms()["local-scgdm"]
     why = blocker(scgdm, scgdm.Settings(), list_tasks()["maml-omniglot"])  # Omniglot's data is not here: the class alone

@@ -161,7 +161,7 @@ class Algorithm:
     """Client phase name -> method name, collected from `@client_phase` declarations."""
     batched_phases: ClassVar[dict[str, str]] = {}
     """Client phase name -> method name of its batched form (`algorithms.cohort.batched_phase`),
-    declared in this very class (never inherited; see raycompo/vectorize.py). One exception:
+    declared in this very class (never inherited; see raycompo/configuration/vectorize.py). One exception:
     a class that keeps the base `client_evaluate` gets its batched form, `batched_evaluate`
     (see __init_subclass__)."""
 
@@ -208,7 +208,7 @@ class Algorithm:
     def cannot_batch(cls, settings: Any) -> str | None:
         """Why these settings keep this algorithm's batched phases from applying (None: they
         apply); an algorithm with batched phases overrides it where some settings do not
-        batch. Checked by raycompo/vectorize.py."""
+        batch. Checked by raycompo/configuration/vectorize.py."""
         return None
 
     @classmethod

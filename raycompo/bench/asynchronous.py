@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from raycompo.bench.cohort import WORKLOADS
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation
 
 

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import checkpoint, run
 from raycompo.engine.federation import Federation
 

@@ -48,7 +48,7 @@ import torch
 
 from raycompo.bench.hand_batched import hand_batched_seconds_per_round
 from raycompo.bench.timing import engine_seconds_per_round, hand_loop_seconds_per_round
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.federation import Federation
 from raycompo.errors import ConfigError
 
@@ -133,7 +133,7 @@ def ray_seconds(cfg: RunConfig, rounds: int) -> tuple[float, float]:
     """(seconds per round, the largest host actor's resident memory in MB after the rounds)."""
     import ray
 
-    from raycompo.backends import get_backend
+    from raycompo.configuration.backends import get_backend
     from raycompo.engine.driver import start_driver
 
     namespace = "raycompo-bench-cohort"

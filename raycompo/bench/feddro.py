@@ -25,10 +25,10 @@ import argparse
 import time
 import uuid
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
+from raycompo.configuration.vectorize import resolved_plan
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.federation import Federation, RoundCtx
-from raycompo.vectorize import resolved_plan
 
 
 def _busy(fed: Federation) -> float:

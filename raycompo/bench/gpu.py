@@ -32,11 +32,11 @@ from typing import Any
 
 import torch
 
-from raycompo.backends import get_backend
 from raycompo.bench.cohort import WORKLOADS
 from raycompo.bench.cohort import config as cohort_config
 from raycompo.bench.timing import engine_seconds_per_round
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.backends import get_backend
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.driver import start_driver
 from raycompo.engine.ray_start import ensure_ray
 

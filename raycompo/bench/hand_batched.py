@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from raycompo.bench.timing import Timing
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.batched import cache_chunk
 from raycompo.errors import ConfigError
 from raycompo.seeding import CLIENT, fold, fold_many

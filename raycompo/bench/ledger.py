@@ -26,7 +26,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 
 
 @dataclass

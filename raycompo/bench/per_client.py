@@ -1,4 +1,4 @@
-"""What per-client results cost at one evaluation (raycompo/per_client.py, clients.csv), next
+"""What per-client results cost at one evaluation (raycompo/watch/per_client.py, clients.csv), next
 to the evaluation itself, for K evaluated clients of a population of a million. Figures
 are printed, never asserted.
 
@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from raycompo.clients_file import ClientsFile
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation, summarize
-from raycompo.per_client import N_SAMPLES_KEY, ClientMetrics, spread
+from raycompo.runfolder.clients_file import ClientsFile
+from raycompo.watch.per_client import N_SAMPLES_KEY, ClientMetrics, spread
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -56,7 +56,7 @@ def timed_run(task, algo, backend: str, rounds: int, hosts: int, settings: dict,
     t0 = time.perf_counter()
     options = dict(clients_per_actor=None, cpus_per_actor=0.5) if backend == "ray" else {}
     if backend == "ray":
-        from raycompo.config import RunConfig, resolve
+        from raycompo.configuration.config import RunConfig, resolve
 
         n = resolve(RunConfig(task=task, algo=algo, settings=settings, backend="inline")).n_clients
         options["clients_per_actor"] = -(-n // hosts)

@@ -25,12 +25,12 @@ import time
 
 import torch
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine import run, runner
 from raycompo.engine.faults import KillActor
 from raycompo.engine.ray_start import ensure_ray
-from raycompo.observers import Observer, Row
 from raycompo.settings import parse_sets
+from raycompo.watch.observers import Observer, Row
 
 TIME_COLUMNS = ("round_time", "wall_time")
 

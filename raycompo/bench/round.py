@@ -30,7 +30,7 @@ import time
 import torch
 
 from raycompo.bench.timing import engine_seconds_per_round, hand_loop_seconds_per_round
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation
 
 
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
-    from raycompo.backends import get_backend
-    from raycompo.config import resolve
+    from raycompo.configuration.backends import get_backend
+    from raycompo.configuration.config import resolve
     from raycompo.engine.driver import start_driver
 
     settings = {"lr": 0.01, "gamma": 1.0, "tau": 5, "batch_size": 32}

@@ -56,7 +56,7 @@ except ImportError:  # ray[default] ships its own copy, put on sys.path by `impo
     import ray  # noqa: F401, I001
     import psutil
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 
 
 def _status_kb(pid: int | str, field: str) -> int | None:

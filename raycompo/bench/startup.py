@@ -26,8 +26,8 @@ stamps = {}
 def stamp(name):
     stamps[name] = time.perf_counter() - t0
 import raycompo.engine.runner as runner
-from raycompo.config import RunConfig
-from raycompo.observers import Observer
+from raycompo.configuration.config import RunConfig
+from raycompo.watch.observers import Observer
 stamp("imports")
 real_ensure, real_start = runner.ensure_ray, runner.start_driver
 def ensure(*a, **k):

@@ -52,7 +52,7 @@ def startup(rounds: int, hosts: int) -> dict[str, Any]:
     """Section 1 (see the module doc)."""
     import ray
 
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
     from raycompo.engine import run
     from raycompo.engine.host_actors import ReusedHosts
     from raycompo.tune.space import load_space

@@ -21,7 +21,7 @@ size of a checkpoint as a run goes on.
    round 100 to round 300: the system's state is bounded, see raycompo/system/counters.py).
    The ledger's part is printed beside it: its cumulative counts and the number of
    costs.csv rows written (the rows themselves are appended to costs.csv round by round,
-   raycompo/costs_file.py), O(1) in the rounds.
+   raycompo/runfolder/costs_file.py), O(1) in the rounds.
 
 Figures are printed, never asserted.
 """
@@ -38,7 +38,7 @@ def cohort_ms(n: int, m: int, profile: str, cohorts: int, hand: bool = False) ->
     """Milliseconds of each system cohort and of each engine draw at n clients under
     `profile`, wall clock and this process's CPU time (less disturbed by a loaded machine);
     `hand`: also `hand_cohort` and its hashing alone, CPU time, in the same alternation."""
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
     from raycompo.engine.federation import Federation, RoundCtx
 
     fed = Federation(RunConfig(task="synthetic", algo="fedavg", backend="inline", system=profile,
@@ -114,7 +114,7 @@ def checkpoint_sizes(n: int, cohort: int, rounds: list[int]) -> list[tuple[int, 
     run at each round."""
     import torch
 
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
     from raycompo.engine.federation import Federation
 
     cfg = RunConfig(task="synthetic", algo="fedavg", backend="inline", system="mobile", rounds=max(rounds),

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.seeding import CLIENT, generator
 
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import torch
 
-from raycompo.config import RunConfig
+from raycompo.configuration.config import RunConfig
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.federation import Federation
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from raycompo.costs import ExchangeCost
+from raycompo.costs.exchange import ExchangeCost
 from raycompo.engine.ledger import count_by_key, count_values
 from raycompo.system import draws
 from raycompo.system.clock import Workload, member_time, member_work

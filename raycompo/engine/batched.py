@@ -1,4 +1,4 @@
-"""A host's clients run as batched chunks (vectorized cohorts; the plan is raycompo/vectorize.py,
+"""A host's clients run as batched chunks (vectorized cohorts; the plan is raycompo/configuration/vectorize.py,
 what a batched phase computes is raycompo/algorithms/cohort.py).
 
 `run_batched` splits a host's share of a cohort into chunks that fit `vectorize_memory_mb`
@@ -18,8 +18,8 @@ import torch
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.compression.uplink import split_residuals, with_residuals
 from raycompo.engine.ledger import MemberCosts, count_values, samples_read
-from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 from raycompo.problems.oracle import metering
+from raycompo.watch.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
 FLOATS_PER_MODEL = 8
 """Model-sized float tensors alive per client in a batched step: the rows of w, their
@@ -185,7 +185,7 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
                      for key, value in out.items()}
             for i, (cid, _) in enumerate(chunk):
                 result[cid] = {key: _on_cpu(value[i]) for key, value in moved.items()}
-                if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/per_client.py)
+                if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/watch/per_client.py)
                     result[cid][N_SAMPLES_KEY] = n_samples(ctxs[i].data)
     return result
 

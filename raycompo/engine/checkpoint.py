@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from raycompo.atomic import replace_atomically
 from raycompo.errors import ConfigError
-from raycompo.observers import Observer, Row
+from raycompo.runfolder.atomic import replace_atomically
+from raycompo.watch.observers import Observer, Row
 
 FILE = "checkpoint.pt"
 FORMAT = 1
@@ -104,7 +104,7 @@ def check_belongs(ckpt: dict[str, Any], fp: dict[str, Any], path: str | Path) ->
 def resume_point(folder: str | Path, fp: dict[str, Any], rounds: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the checkpoint, the rows 0..its round) a run resumed in `folder` continues from,
     for a run of fingerprint `fp` to round `rounds`; a ConfigError says what does not fit."""
-    from raycompo.results import complete_rows
+    from raycompo.runfolder.results import complete_rows
 
     path = Path(folder) / FILE
     ckpt = load(path)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from raycompo.backends import Backend
-from raycompo.config import Resolved
+from raycompo.configuration.backends import Backend
+from raycompo.configuration.config import Resolved
 from raycompo.engine import dashboard_start
 from raycompo.engine.federation import Federation
 from raycompo.engine.pools import pool_factory

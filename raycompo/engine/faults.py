@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from raycompo.observers import Observer, Row, RunInfo
+from raycompo.watch.observers import Observer, Row, RunInfo
 
 
 class KillActor(Observer):

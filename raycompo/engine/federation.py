@@ -8,7 +8,7 @@ One round:
   3. the driver turns per-client metrics into a row: means over clients, the worst
      client (lowest accuracy, highest loss), the task's pooled metrics (e.g. rates
      over all evaluated clients' data) and the spread over clients (std, percentiles);
-     the per-client values travel on with the row (raycompo/per_client.py).
+     the per-client values travel on with the row (raycompo/watch/per_client.py).
 """
 
 from __future__ import annotations
@@ -21,17 +21,23 @@ from typing import Any
 
 import torch
 
-from raycompo.budget import Budget, check_budget
-from raycompo.config import Resolved, RunConfig, resolve
-from raycompo.costs import BREAKDOWN_KEY, ExchangeCost
+from raycompo.configuration.config import Resolved, RunConfig, resolve
+from raycompo.costs.budget import Budget, check_budget
+from raycompo.costs.exchange import BREAKDOWN_KEY, ExchangeCost
 from raycompo.engine.asynchronous import AsyncServer
 from raycompo.engine.ledger import Ledger, exchange_cost
 from raycompo.engine.pools import Pool, make_pool
 from raycompo.engine.transforms import Transforms
 from raycompo.errors import ConfigError
-from raycompo.per_client import CLIENTS_KEY, N_SAMPLES_KEY, ClientColumns, ClientMetrics, spread
 from raycompo.seeding import SERVER, generator
 from raycompo.system import make_system
+from raycompo.watch.per_client import (
+    CLIENTS_KEY,
+    N_SAMPLES_KEY,
+    ClientColumns,
+    ClientMetrics,
+    spread,
+)
 
 EVAL_STREAM = 99
 """Server random stream of the evaluation sample (apart from the algorithms' streams)."""

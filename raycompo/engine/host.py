@@ -21,7 +21,8 @@ import torch
 
 from raycompo.algorithms.base import Algorithm, State
 from raycompo.compression.uplink import Uplink, split_residuals, with_residuals
-from raycompo.config import Resolved
+from raycompo.configuration.config import Resolved
+from raycompo.configuration.vectorize import resolved_plan
 from raycompo.engine.allocator import keep_large_allocations
 from raycompo.engine.batched import run_batched
 from raycompo.engine.client_data import ClientDataCache
@@ -29,11 +30,10 @@ from raycompo.engine.ledger import MemberCosts, count_by_key, samples_read
 from raycompo.engine.state_store import StateStore
 from raycompo.engine.transforms import make_uplink
 from raycompo.engine.uncounted import UncountedReads
-from raycompo.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 from raycompo.problems.oracle import metering
 from raycompo.seeding import CLIENT, fold, generator_from
 from raycompo.tasks.base import ClientData
-from raycompo.vectorize import resolved_plan
+from raycompo.watch.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
 DATA_CACHE_CLIENTS = 10_000
 """Clients whose data a host keeps materialized at once (least recently used dropped)."""
@@ -125,7 +125,7 @@ class Host:
         self.uncounted = UncountedReads(self.algorithm)  # a plugin's reads the ledger cannot see
         # An empty initial state (the base's): an absent state reads as {} (`keep_state`).
         self._stateless = type(self.algorithm).init_client_state is Algorithm.init_client_state
-        # Phases whose clients run as batched chunks (raycompo/vectorize.py, engine/batched.py).
+        # Phases whose clients run as batched chunks (raycompo/configuration/vectorize.py, engine/batched.py).
         self.batched = set(resolved_plan(r, self.task).phases)
         self.batched_budget_bytes = r.config.vectorize_memory_mb * 2**20
         if self.batched - {"evaluate"}:  # batched local steps reuse freed heap memory (engine/allocator.py)
@@ -231,7 +231,7 @@ class Host:
                 add_into(result, out, float(mult))
             else:
                 result[cid] = to_device(out, torch.device("cpu"))
-                if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/per_client.py)
+                if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/watch/per_client.py)
                     result[cid][N_SAMPLES_KEY] = n_samples(c.data)
         self.busy_seconds += time.perf_counter() - t0
         return (result, costs) if count else result

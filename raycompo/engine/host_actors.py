@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from raycompo.config import Resolved
+from raycompo.configuration.config import Resolved
 from raycompo.engine.host import Host
 from raycompo.engine.placement import Placement
 

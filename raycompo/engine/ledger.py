@@ -32,13 +32,13 @@ from typing import Any
 
 import torch
 
-from raycompo.costs import BREAKDOWN_COLUMNS, LEDGER_COLUMNS, ExchangeCost
+from raycompo.costs.exchange import BREAKDOWN_COLUMNS, LEDGER_COLUMNS, ExchangeCost
 
 NUMBER_BYTES = 8
 """Bytes of a Python number (bool, int, float) in a payload or contribution: 64 bits."""
 
 COLUMNS = LEDGER_COLUMNS
-"""The cumulative cost columns of metrics.csv, in order (named once, in `raycompo.costs`)."""
+"""The cumulative cost columns of metrics.csv, in order (named once, in `raycompo.costs.exchange`)."""
 
 
 def count_values(obj: Any) -> tuple[int, int]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from raycompo.costs import BREAKDOWN_KEY
-from raycompo.observers import Observer, Row
-from raycompo.per_client import CLIENTS_KEY
+from raycompo.costs.exchange import BREAKDOWN_KEY
+from raycompo.watch.observers import Observer, Row
+from raycompo.watch.per_client import CLIENTS_KEY
 
 MAX_ROUNDS_PER_CALL = 50
 """At most this many rounds in one call to a remote driver."""
@@ -51,7 +51,7 @@ def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], bound
 
 def emit(row: Row, observer: Observer) -> None:
     """Give `row` to the observers; its cost breakdown (costs.csv's rows, engine/ledger.py)
-    and its evaluated clients' values (raycompo/per_client.py) first, taken out of the row
+    and its evaluated clients' values (raycompo/watch/per_client.py) first, taken out of the row
     (they are not columns)."""
     row.setdefault("diverged", False)
     breakdown = row.pop(BREAKDOWN_KEY, None)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from raycompo.algorithms.base import State
-from raycompo.config import Resolved
+from raycompo.configuration.config import Resolved
 from raycompo.engine.host import Host, add_into
 
 
@@ -99,7 +99,7 @@ def _inline_pool(resolved: Resolved, **_: Any) -> Pool:
 
 
 POOLS: dict[str, Callable[..., Pool]] = {"ray": _ray_pool, "inline": _inline_pool}
-"""Backend name (`raycompo.backends.REGISTRY`) -> (resolved, namespace=None,
+"""Backend name (`raycompo.configuration.backends.REGISTRY`) -> (resolved, namespace=None,
 placement_group=None, run=None, hosts=None) -> Pool; `run` names the run in the host
 actors' repr; `hosts`: where a Ray pool's host actors come from (engine/host_actors.py),
 ignored by other backends."""
@@ -107,7 +107,7 @@ ignored by other backends."""
 
 def pool_factory(backend: str) -> Callable[..., Pool]:
     """How the pool of the backend named `backend` is made (see `POOLS`)."""
-    from raycompo.backends import get_backend
+    from raycompo.configuration.backends import get_backend
 
     return POOLS[get_backend(backend).name]
 

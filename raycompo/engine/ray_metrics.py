@@ -33,7 +33,7 @@ import numbers
 import time
 from typing import Any
 
-from raycompo.observers import Observer, Row, RunInfo
+from raycompo.watch.observers import Observer, Row, RunInfo
 
 PREFIX = "raycompo_"
 TAG_KEYS = ("namespace", "task", "algo")

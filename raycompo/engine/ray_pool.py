@@ -18,7 +18,7 @@ import ray
 import torch
 
 from raycompo.algorithms.base import State
-from raycompo.config import Resolved
+from raycompo.configuration.config import Resolved
 from raycompo.engine.host_actors import FreshHosts, HostSource
 from raycompo.engine.ledger import MemberCosts
 from raycompo.engine.placement import plan_placement

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-from raycompo import plugins
+from raycompo.configuration import plugins
 from raycompo.engine import dashboard_start
 from raycompo.engine.signals import Interrupted, raise_interrupted
 from raycompo.errors import ConfigError

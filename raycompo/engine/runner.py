@@ -13,11 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from raycompo import lockfile, plugins
-from raycompo.backends import get_backend
-from raycompo.clients_file import read_clients
-from raycompo.config import RunConfig, resolve
-from raycompo.costs_file import resume_rows
+from raycompo.configuration import plugins
+from raycompo.configuration.backends import get_backend
+from raycompo.configuration.config import RunConfig, resolve
+from raycompo.configuration.vectorize import resolved_plan
 from raycompo.engine import checkpoint, memory, signals
 from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.ledger import BREAKDOWN_COLUMNS
@@ -27,11 +26,13 @@ from raycompo.engine.ray_metrics import RayMetrics
 from raycompo.engine.ray_start import ensure_ray
 from raycompo.engine.signals import interruptible
 from raycompo.errors import ConfigError
-from raycompo.observers import Callback, Observer, Observers, Row, RunInfo
-from raycompo.per_client import ClientMetrics
-from raycompo.results import RunWriter, read_config
+from raycompo.runfolder import lockfile
+from raycompo.runfolder.clients_file import read_clients
+from raycompo.runfolder.costs_file import resume_rows
+from raycompo.runfolder.results import RunWriter, read_config
 from raycompo.tasks.base import Task
-from raycompo.vectorize import resolved_plan
+from raycompo.watch.observers import Callback, Observer, Observers, Row, RunInfo
+from raycompo.watch.per_client import ClientMetrics
 
 
 @dataclass
@@ -83,7 +84,7 @@ class RunResult:
 
 def _one_process_per_folder(fn):
     """`run` holds the lock of its output folder from before it reads anything there to
-    after its last write (raycompo/lockfile.py): a second process is refused."""
+    after its last write (raycompo/runfolder/lockfile.py): a second process is refused."""
 
     @functools.wraps(fn)
     def locked(cfg: RunConfig, out: str | None = None, *args: Any, **kwargs: Any) -> RunResult:

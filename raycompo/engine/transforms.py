@@ -23,8 +23,8 @@ import torch
 from raycompo.compression.methods import Method, parse_method
 from raycompo.compression.privacy import Accountant, DpSettings, check_dp, noised
 from raycompo.compression.uplink import Uplink, key_tag
-from raycompo.config import Resolved
-from raycompo.costs import ExchangeCost
+from raycompo.configuration.config import Resolved
+from raycompo.costs.exchange import ExchangeCost
 from raycompo.seeding import PRIVACY, SERVER, generator
 
 DOWN_STREAM = 11

@@ -49,7 +49,7 @@ class FlatModel:
     @property
     def batchable(self) -> bool:
         """Whether the module computes k models at once (`batched_forward`), which the
-        vectorized cohorts need (raycompo/vectorize.py)."""
+        vectorized cohorts need (raycompo/configuration/vectorize.py)."""
         return getattr(self.module, "batched_forward", None) is not None and not self.buffers
 
     def _rows(self, w: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -127,11 +127,11 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
     `with_algorithms`: your algorithms as extra variants, each 'SPEC', 'SPEC=LABEL', a class or
     (spec or class, label); run like the claim's variants (claim's settings that they know,
     then `settings`, then `with_settings`), tabled and drawn as "yours", never in the verdict.
-    tracker: 'mlflow' / 'wandb' (raycompo/trackers.py): every run logged there, into the
+    tracker: 'mlflow' / 'wandb' (raycompo/watch/trackers.py): every run logged there, into the
     experiment named after the claim (MLflow's store: <out>/mlruns by default).
     progress: a bar of runs done (on a terminal; lines elsewhere); default: when `log` is print."""
-    from raycompo.arguments import check, positive_int
-    from raycompo.trackers import check_trackers, mlflow_experiment, mlflow_uri
+    from raycompo.configuration.arguments import check, positive_int
+    from raycompo.watch.trackers import check_trackers, mlflow_experiment, mlflow_uri
 
     check("raycompo.reproduce", {"seeds": seeds, "rounds": rounds, "workers": workers},
           {"seeds": positive_int(none=True), "rounds": positive_int(none=True), "workers": positive_int()})
@@ -165,7 +165,7 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
             mlflow_experiment(tracking["uri"], tracking["experiment"])
     bar = None
     if progress or (progress is None and log is print):
-        from raycompo.progress import SweepProgress
+        from raycompo.watch.progress import SweepProgress
 
         bar = SweepProgress(len(jobs), unit="run", stream=sys.stdout)
     run_jobs(jobs, workers=workers, address=address, log=log, progress=bar, tracking=tracking)

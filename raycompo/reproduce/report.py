@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from raycompo.cost_axes import COST_AXES, COST_LABELS, cost, missing_columns
+from raycompo.costs.axes import COST_AXES, COST_LABELS, cost, missing_columns
 from raycompo.reproduce.runner import Job, command, read_config
 from raycompo.reproduce.spec import Better, Bound, Claim, Close, Variant
-from raycompo.stats import mean_ci, t_quantile
+from raycompo.watch.stats import mean_ci, t_quantile
 
 
 @dataclass

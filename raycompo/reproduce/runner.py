@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.errors import ConfigError
 from raycompo.reproduce.spec import LABEL, Claim, Variant
 
@@ -41,7 +41,7 @@ def scaled(value: int, factor: float) -> int:
 def applicable(extra: dict[str, Any], task: str, algo: str) -> dict[str, Any]:
     """The extra settings that the task or the algorithm knows (e.g. `gamma` applies to
     ComFedL variants, not to FedAvg's)."""
-    from raycompo.plugins import load
+    from raycompo.configuration.plugins import load
     from raycompo.settings import names
 
     known = set(names(load("task", task).Settings)) | set(names(load("algorithm", algo).Settings))
@@ -66,7 +66,7 @@ def yours(claim: Claim, with_algorithms: list | None, settings: dict[str, Any] |
     `settings` (`--with-set`) apply to these variants only, on top of the claim's and --set's.
     Their `algo` is the spec that finds the class from any folder (a file by its absolute
     path), so commands.sh re-runs them anywhere."""
-    from raycompo.plugins import display_name, load, spec_of
+    from raycompo.configuration.plugins import display_name, load, spec_of
 
     if isinstance(with_algorithms, (str, type, tuple)):
         with_algorithms = [with_algorithms]
@@ -197,8 +197,8 @@ def is_done(job: Job) -> bool:
     if not all(cfg.get(k, defaults[k]) == want[k] for k in ("system", "budget", *job.variant.run)):
         return False
     if cfg.get("code"):  # the user's own class: its source changed since, so the run is stale
+        from raycompo.configuration.plugins import changed_code
         from raycompo.errors import RaycompoError
-        from raycompo.plugins import changed_code
 
         try:
             r = resolve(job.cfg, check_clients=False)
@@ -211,7 +211,7 @@ def is_done(job: Job) -> bool:
 def plugin_classes(jobs: list[Job]) -> dict[tuple[str, str], type]:
     """{(kind, spec): class} of the jobs' classes named by a spec string (the user's own):
     sent along with each run, so a worker on another node needs no copy of the file."""
-    from raycompo.plugins import is_spec_string, loaded
+    from raycompo.configuration.plugins import is_spec_string, loaded
 
     specs: dict[str, str] = {}
     for j in jobs:
@@ -230,9 +230,9 @@ def execute(cfg_dict: dict[str, Any], out: str, classes: dict[tuple[str, str], t
     `tracking`: {"trackers": [...], "experiment": claim, "uri": MLflow store} (trackers.py)."""
     import torch
 
+    from raycompo.configuration.plugins import remember
     from raycompo.engine import run
     from raycompo.errors import RaycompoError
-    from raycompo.plugins import remember
 
     torch.set_num_threads(1)
     remember(classes or {})
@@ -240,7 +240,7 @@ def execute(cfg_dict: dict[str, Any], out: str, classes: dict[tuple[str, str], t
     try:
         watch = []
         if tracking and tracking.get("trackers"):
-            from raycompo.trackers import run_trackers
+            from raycompo.watch.trackers import run_trackers
 
             watch = run_trackers(tracking["trackers"], out, experiment=tracking.get("experiment"),
                                  group=tracking.get("experiment"), uri=tracking.get("uri"))
@@ -257,7 +257,7 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
              log: Callable[[str], None] = print, progress: Any = None,
              tracking: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Run the jobs not yet done; `workers` at a time (Ray tasks), or here one by one (1).
-    `progress`: a `raycompo.progress.SweepProgress` given the total here and a line per
+    `progress`: a `raycompo.watch.progress.SweepProgress` given the total here and a line per
     finished run (instead of `log`); `tracking`: see `execute`."""
     todo = [j for j in jobs if not is_done(j)]
     if len(todo) < len(jobs):

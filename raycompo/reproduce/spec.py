@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycompo.cost_axes import COST_AXES
+from raycompo.costs.axes import COST_AXES
 
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+=-]*$")
 
@@ -67,7 +67,7 @@ def run_keys() -> tuple[str, ...]:
     'buffered', buffer=5)`): every field but the claim's own, read from RunConfig itself."""
     import dataclasses
 
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
 
     return tuple(f.name for f in dataclasses.fields(RunConfig) if f.name not in CLAIM_OWNED)
 
@@ -194,7 +194,7 @@ class Claim:
     ncols: int = 2
     x_label: str = "communication round"
     x_axis: str | None = None
-    """A cost axis of raycompo.cost_axes ('values', 'samples', 'bytes', 'sim_time') for the
+    """A cost axis of raycompo.costs.axes ('values', 'samples', 'bytes', 'sim_time') for the
     figure's x axis instead of rounds (then `x_label` defaults to the axis's label)."""
     seeds: int = 5
     tiny: dict[str, Any] = field(default_factory=dict)

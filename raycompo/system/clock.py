@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from raycompo.costs import ExchangeCost
+from raycompo.costs.exchange import ExchangeCost
 from raycompo.errors import ConfigError
 from raycompo.system.availability import AvailabilityModel
 from raycompo.system.devices import DeviceModel, Rates

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from raycompo.costs import DROPPED_COLUMNS, SYSTEM_COLUMNS
+from raycompo.costs.exchange import DROPPED_COLUMNS, SYSTEM_COLUMNS
 
 COUNTS = ("drawn", "online", "selected", "dropped", "left")
 """Per-client counts: times drawn as a candidate, found online when drawn, kept in a cohort,

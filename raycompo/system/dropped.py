@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from raycompo.costs import DROPPED_COLUMNS
+from raycompo.costs.exchange import DROPPED_COLUMNS
 from raycompo.errors import ConfigError
 from raycompo.system.clock import Workload
 from raycompo.system.devices import Rates

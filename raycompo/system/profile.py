@@ -34,7 +34,7 @@ The availability and selection sections name a class (`availability.BUILTINS`,
 keys: its field defaults are the only defaults, and a profile built in Python
 (`Availability("bernoulli", p=0.3)`) is checked exactly as a YAML file is. A plugin spec
 (`file.py:Class`, `package.module:Class`, an entry point) is found by a `Resolver` that the
-caller passes (`raycompo.config` passes `raycompo.plugins.load`: this layer imports no
+caller passes (`raycompo.configuration.config` passes `raycompo.configuration.plugins.load`: this layer imports no
 plugin machinery).
 """
 

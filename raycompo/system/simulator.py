@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from raycompo.costs import SYSTEM_COLUMNS, ExchangeCost
+from raycompo.costs.exchange import SYSTEM_COLUMNS, ExchangeCost
 from raycompo.errors import ConfigError
 from raycompo.system import draws, persist
 from raycompo.system.candidates import draw_candidates
@@ -33,7 +33,7 @@ from raycompo.system.dropped import DroppedCosts
 from raycompo.system.profile import Profile
 
 COLUMNS = SYSTEM_COLUMNS
-"""metrics.csv columns of a run with a system (`raycompo.costs.SYSTEM_COLUMNS`)."""
+"""metrics.csv columns of a run with a system (`raycompo.costs.exchange.SYSTEM_COLUMNS`)."""
 
 __all__ = ["COLUMNS", "COUNTERS", "NoSystem", "System", "SystemLike", "Tables", "check_cohort", "check_profile",
            "make_system"]

@@ -190,7 +190,7 @@ class Task:
     def batched_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """k clients' mean losses at once: w (k, dim), `batch` a padded
         `algorithms.cohort.Batch` of k clients -> (k,), entry i equal (up to rounding) to
-        `loss(w[i], client i's batch)`. What vectorized cohorts run (raycompo/vectorize.py)."""
+        `loss(w[i], client i's batch)`. What vectorized cohorts run (raycompo/configuration/vectorize.py)."""
         raise NotImplementedError
 
     def batched_loss_grad(self, w: torch.Tensor, batch: Any, scale: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -235,7 +235,7 @@ class Task:
     @classmethod
     def cannot_batch(cls) -> str | None:
         """Why this task's losses cannot be computed for k clients at once (None: they can,
-        given a model with `batched_forward`). Checked by raycompo/vectorize.py."""
+        given a model with `batched_forward`). Checked by raycompo/configuration/vectorize.py."""
         if cls.batched_losses is Task.batched_losses:
             return f"task {cls.name} defines no batched_losses"
         return None

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from raycompo.arguments import Arg, check
+from raycompo.configuration.arguments import Arg, check
 from raycompo.data.partitioners import check_params
 from raycompo.data.user_arrays import check_label_range, checked_pair, data_sha256
 from raycompo.errors import ConfigError
@@ -45,7 +45,7 @@ COMMON_ARGS = {
     "num_classes": Arg(("int",), at_least=2, none=True), "name": Arg(("str",)),
     "partition_seed": Arg(("int",), at_least=0, none=True),
 }
-"""What `task_from_arrays` and `task_from_clients` accept besides the data (raycompo.arguments);
+"""What `task_from_arrays` and `task_from_clients` accept besides the data (raycompo.configuration.arguments);
 `model` is checked by building it (`user_spec.check_model`)."""
 ARRAYS_ARGS = {**COMMON_ARGS, "n_clients": Arg(("int",), at_least=1), "partition": Arg(("str",))}
 

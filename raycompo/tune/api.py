@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from raycompo.arguments import Arg, check, positive_int
+from raycompo.configuration.arguments import Arg, check, positive_int
 from raycompo.errors import ConfigError
 
 
@@ -39,10 +39,10 @@ class SweepResult:
 
 
 def tune_arguments() -> dict[str, Arg]:
-    """What `tune` accepts, argument by argument (`raycompo.arguments`); the arguments it
+    """What `tune` accepts, argument by argument (`raycompo.configuration.arguments`); the arguments it
     shares with `raycompo.run` are checked as `run` checks them."""
     from raycompo.api import run_arguments
-    from raycompo.cost_axes import COST_AXES
+    from raycompo.costs.axes import COST_AXES
     from raycompo.tune.sweep import SCHEDULERS, SEARCHES
 
     shared = run_arguments()
@@ -116,10 +116,10 @@ def tune(
         `concurrency` C), as top-level keys, and sweeps them under an algorithm like any
         hyperparameter (`raycompo.tune.space`); each trial's `command` repeats them.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
-    from raycompo.trackers import check_trackers
     from raycompo.tune.results import SweepStore
     from raycompo.tune.space import space_from_dict
     from raycompo.tune.sweep import SweepOptions, check_resources, ensure_ray, prepare, run_sweep
+    from raycompo.watch.trackers import check_trackers
 
     check("raycompo.tune", locals(), tune_arguments())
     trackers = check_trackers(tracker)

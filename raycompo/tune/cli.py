@@ -20,13 +20,12 @@ import argparse
 import signal
 import sys
 
-from raycompo.backends import backend_names
-from raycompo.budget import BUDGET_KEYS, parse_budget
-from raycompo.cost_axes import COST_AXES
+from raycompo.configuration.backends import backend_names
+from raycompo.costs.axes import COST_AXES
+from raycompo.costs.budget import BUDGET_KEYS, parse_budget
 from raycompo.engine.signals import exit_code, sigterm_as_sigint
 from raycompo.errors import RaycompoError
 from raycompo.settings import parse_sets
-from raycompo.trackers import TRACKERS, check_trackers
 from raycompo.tune.space import available_spaces, load_space
 from raycompo.tune.sweep import (
     SCHEDULERS,
@@ -37,6 +36,7 @@ from raycompo.tune.sweep import (
     prepare,
     run_sweep,
 )
+from raycompo.watch.trackers import TRACKERS, check_trackers
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130

@@ -2,7 +2,7 @@
 
 Algorithms that spend differently per round (FedDRO sends a model every I steps and an
 embedding every step, Local-SCGDM three vectors a round) are not compared fairly after an
-equal number of rounds. With a cost axis (raycompo/cost_axes.py) a sweep reads every
+equal number of rounds. With a cost axis (raycompo/costs/axes.py) a sweep reads every
 trial's metric at the same cost instead:
 
     C* = min over the completed trials of the trial's final cost
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from raycompo.cost_axes import COST_AXES, cost, missing_columns
+from raycompo.costs.axes import COST_AXES, cost, missing_columns
 
 
 @dataclass

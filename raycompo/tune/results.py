@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from raycompo.errors import ConfigError
-from raycompo.results import write_json_atomic
+from raycompo.runfolder.results import write_json_atomic
 from raycompo.tune.equal_cost import at_equal_cost
 
 DONE = ("completed", "diverged", "stopped")
@@ -57,7 +57,7 @@ def run_options(cfg: dict[str, Any]) -> dict[str, Any]:
     `raycompo.run` keyword: what its re-run command must repeat."""
     import dataclasses
 
-    from raycompo.config import RunConfig
+    from raycompo.configuration.config import RunConfig
     from raycompo.tune.space import run_keys
 
     defaults = RunConfig()
@@ -90,7 +90,7 @@ def command_line(cfg: dict[str, Any]) -> str:
     algorithm that only a Python session can make (`plugins.session_only`: a notebook's
     class, one from task_from_arrays), the `raycompo.run(...)` call to make in that
     session, with a comment naming the class to re-create."""
-    from raycompo.plugins import session_only
+    from raycompo.configuration.plugins import session_only
 
     extra = run_options(cfg)
     session = [(arg, cfg[arg]) for arg in ("task", "algo") if session_only(cfg[arg])]
@@ -142,8 +142,8 @@ class SweepStore:
 
     def lock(self):
         """`with store.lock():` this process is the one that writes the sweep folder
-        (raycompo/lockfile.py); a ConfigError names the live process that holds it."""
-        from raycompo.lockfile import hold
+        (raycompo/runfolder/lockfile.py); a ConfigError names the live process that holds it."""
+        from raycompo.runfolder.lockfile import hold
 
         return hold(self.dir, "sweep")
 

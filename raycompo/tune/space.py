@@ -17,7 +17,7 @@ Format (every key but `task` and `algorithms` is optional)::
     system: mobile             # RunConfig.system of every trial (a simulated system: a profile
                                # name or a YAML file, docs/system.md); default none
     budget: {sim_time: 3600}   # RunConfig.budget: every trial ends at the first round whose
-                               # cumulative cost column reaches its limit (raycompo/budget.py)
+                               # cumulative cost column reaches its limit (raycompo/costs/budget.py)
     aggregation: buffered      # any other field of RunConfig that is not the sweep's own
                                # (see RUN_KEYS): the same value for every trial
     algorithms:                # algorithm -> {setting: list of the paper's values}
@@ -48,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from raycompo.config import RunConfig, resolve
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.errors import ConfigError, DataUnavailableError, RaycompoError
 
 REQUIRED_KEYS = ("task", "algorithms")
@@ -217,7 +217,7 @@ def load_space(name: str) -> Space:
 def space_from_dict(raw: dict[str, Any], name: str = "custom") -> Space:
     """A space given as a dict (the Python API) with the keys of a space file, checked the
     same way. Algorithm keys and `task` may be classes: they become their specs."""
-    from raycompo.plugins import spec_of
+    from raycompo.configuration.plugins import spec_of
 
     raw = dict(raw)
     name = str(raw.pop("name", name))
@@ -292,7 +292,7 @@ def parse_space(raw: Any, path: Path, source: str | None = None) -> Space:
 def plugin_specs(space: Space) -> dict[str, str]:
     """{spec: kind} of the space's tasks and algorithms given as 'file.py:Class' or
     'module:Class' (not registered names)."""
-    from raycompo.plugins import is_spec_string
+    from raycompo.configuration.plugins import is_spec_string
 
     out = {t: "task" for t in (space.task, space.full_task) if t and is_spec_string(t)}
     out.update({a: "algorithm" for a in space.algorithms if is_spec_string(a)})
@@ -302,7 +302,7 @@ def plugin_specs(space: Space) -> dict[str, str]:
 def load_plugins(space: Space) -> None:
     """Load the space's plugin classes now (a ConfigError names a missing file or class),
     relative files from the current folder or the space file's folder."""
-    from raycompo.plugins import load
+    from raycompo.configuration.plugins import load
 
     base = Path(space.path).parent if space.path else None
     for spec, kind in plugin_specs(space).items():

@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycompo.backends import get_backend
-from raycompo.cost_axes import COST_AXES, missing_columns, where_from
+from raycompo.configuration.backends import get_backend
+from raycompo.configuration.plugins import loaded
+from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
-from raycompo.plugins import loaded
 from raycompo.tune.results import SweepStore, _num, best_table, command_line
 from raycompo.tune.searchers import ListSearcher, PerAlgorithmSearcher, UniqueSearcher, point_key
 from raycompo.tune.space import (
@@ -222,7 +222,7 @@ def check_resources(space: Space, meta: dict[str, Any]) -> None:
     now instead (a cluster with an autoscaler may grow, so only without --address)."""
     import ray
 
-    from raycompo.config import resolve
+    from raycompo.configuration.config import resolve
 
     opts = meta["options"]
     first = meta["algorithms"][0]
@@ -339,7 +339,7 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
 
 
 def _progress_printer(meta: dict[str, Any], total: int, stream, start: float, progress=None) -> Callable:
-    """One line per finished trial; with `progress` (a `raycompo.progress.SweepProgress`)
+    """One line per finished trial; with `progress` (a `raycompo.watch.progress.SweepProgress`)
     the lines go above its bar (trials done / total, best so far, ETA) on a terminal."""
     metric = meta["metric"]
     state = {"n": 0}
@@ -413,7 +413,7 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     """Run what `plan` says is left, in one Tune run; write the result files.
     `stop_after`: stop the sweep (as Ctrl-C does) once this many trials have finished.
     `trackers`: 'mlflow' / 'wandb': each trial also logged there by Ray Tune's own
-    callbacks (raycompo/trackers.py), into the sweep folder by default."""
+    callbacks (raycompo/watch/trackers.py), into the sweep folder by default."""
     import logging
 
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's own tables off (verbose=0): one line per trial instead
@@ -423,7 +423,7 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
-    from raycompo.config import resolve
+    from raycompo.configuration.config import resolve
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     opts = meta["options"]
@@ -436,7 +436,7 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     start = time.perf_counter()
     progress = None
     if not quiet:
-        from raycompo.progress import SweepProgress
+        from raycompo.watch.progress import SweepProgress
 
         progress = SweepProgress(total, metric=metric, mode=mode, unit="trial", stream=stream)
     printer = _progress_printer(meta, total, stream, start, progress) if not quiet else (lambda rec, point: None)
@@ -494,7 +494,7 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
         recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
         loggers = tune_loggers()
         if trackers:
-            from raycompo.trackers import tune_callbacks
+            from raycompo.watch.trackers import tune_callbacks
 
             loggers += tune_callbacks(trackers, store.dir, space.name)
         stopper = _StopAfter(counter, stop_after) if stop_after else None

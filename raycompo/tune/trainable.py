@@ -45,7 +45,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycompo.observers import Observer
+from raycompo.watch.observers import Observer
 
 
 @dataclass
@@ -62,7 +62,7 @@ class TrialSpec:
     """--backend ray: keep the host actors for the next trial in this trial actor."""
     classes: dict[tuple[str, str], type] = field(default_factory=dict)
     """The space's plugin classes by (kind, spec): `run_trial` makes its specs find them
-    (raycompo.plugins.remember), so the trial process needs no file of the user's."""
+    (raycompo.configuration.plugins.remember), so the trial process needs no file of the user's."""
 
 
 def host_plan(n_clients: int, hosts: int) -> tuple[int, int]:
@@ -75,7 +75,7 @@ def host_plan(n_clients: int, hosts: int) -> tuple[int, int]:
 def bundles(backend: str, hosts: int, driver_cpus: float, cpus_per_actor: float, gpus_per_actor: float) -> list[dict[str, float]]:
     """Placement group bundles of one trial: the driver, then one per client host (for a
     backend whose hosts are Ray actors)."""
-    from raycompo.backends import get_backend
+    from raycompo.configuration.backends import get_backend
 
     if not get_backend(backend).uses_ray:
         return [{"CPU": driver_cpus}]
@@ -131,10 +131,10 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     """The Tune function trainable (bind `spec` with tune.with_parameters)."""
     import ray
 
-    from raycompo.backends import get_backend
-    from raycompo.config import RunConfig
+    from raycompo.configuration.backends import get_backend
+    from raycompo.configuration.config import RunConfig
+    from raycompo.configuration.plugins import remember
     from raycompo.engine import run
-    from raycompo.plugins import remember
     from raycompo.tune.space import split_run_keys
 
     remember(spec.classes)

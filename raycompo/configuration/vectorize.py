@@ -105,6 +105,6 @@ def resolved_plan(resolved: Any, task: Any = None) -> Plan:
 
 def vectorized_algorithms() -> list[str]:
     """The registered algorithms that declare batched training phases."""
-    from raycompo.plugins import list_algorithms
+    from raycompo.configuration.plugins import list_algorithms
 
     return sorted(name for name, cls in list_algorithms().items() if training_phases(cls))

@@ -103,7 +103,7 @@ def builtins(kind: str) -> dict[str, type]:
 @functools.cache
 def _builtins(kind: str) -> dict[str, type]:
     # The package's modules do not change while a process runs: walk them once.
-    from raycompo.registry import discover
+    from raycompo.configuration.registry import discover
 
     base, pkg = _base(kind)
     if pkg is None:  # the system's own small registries

@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from raycompo.atomic import replace_atomically
 from raycompo.errors import ConfigError
-from raycompo.per_client import ClientMetrics
+from raycompo.runfolder.atomic import replace_atomically
+from raycompo.watch.per_client import ClientMetrics
 
 FILE = "clients.csv"
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from raycompo.errors import ConfigError
-from raycompo.observers import Observer, Row, RunInfo
+from raycompo.watch.observers import Observer, Row, RunInfo
 
 TRACKERS = ("mlflow", "wandb")
 SKIP_FILES = ("checkpoint.pt",)

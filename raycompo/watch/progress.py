@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-from raycompo.observers import Observer, Row, RunInfo
+from raycompo.watch.observers import Observer, Row, RunInfo
 
 MODES = ("auto", "bar", "notebook", "lines", "none")
 MAX_LINES = 100

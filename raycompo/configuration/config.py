@@ -6,14 +6,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycompo.arguments import Arg, check
-from raycompo.backends import backend_names
-from raycompo.budget import check_budget
+from raycompo.configuration.arguments import Arg, check
+from raycompo.configuration.backends import backend_names
+from raycompo.costs.budget import check_budget
 from raycompo.errors import ConfigError
 from raycompo.settings import build, check_known, names, require
 
 BACKENDS = backend_names()
-"""The backends' names, from the one registry in raycompo/backends.py."""
+"""The backends' names, from the one registry in raycompo/configuration/backends.py."""
 
 RENAMED = {"inner_lr": "maml_inner_lr", "eval_chunk": "phi_chunk"}
 """Old flat keys that still work where they are unambiguous: the meta-learning tasks'
@@ -28,7 +28,7 @@ class RunConfig:
 
     task: str = "dro-mnist5k"
     """Task: a name (see `python -m raycompo.run --list`), 'path/to/file.py:ClassName' or
-    'package.module:ClassName' (raycompo/plugins.py)."""
+    'package.module:ClassName' (raycompo/configuration/plugins.py)."""
     algo: str = "comfedl"
     """Algorithm: a name, 'path/to/file.py:ClassName' or 'package.module:ClassName'."""
     rounds: int = 100
@@ -60,7 +60,7 @@ class RunConfig:
     vectorize: str = "auto"
     """Run a host's clients as one batched computation: 'auto' where the algorithm, task and
     model allow it, 'on' (an error where they do not), 'off' (per client, the reference).
-    See raycompo/vectorize.py."""
+    See raycompo/configuration/vectorize.py."""
     vectorize_memory_mb: float = 512.0
     """Memory one host's batched chunk of clients may use; a larger share of a cohort runs
     as several chunks."""
@@ -87,7 +87,7 @@ class RunConfig:
     process's when None) and `--resume` sets it again."""
     budget: dict[str, float] = field(default_factory=dict)
     """End the run (status 'completed') at the first round whose cumulative cost column
-    reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/budget.py). Empty:
+    reaches its limit, e.g. {'samples': 1e6, 'bytes_up': 2e9} (raycompo/costs/budget.py). Empty:
     run all `rounds`."""
     compress: dict[str, str] = field(default_factory=dict)
     """Compression of what clients send up, by contribution key ('*': every key but the
@@ -105,7 +105,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         # A class (Python API) is recorded by the spec that finds it again.
-        from raycompo.plugins import spec_of
+        from raycompo.configuration.plugins import spec_of
 
         if isinstance(self.task, type):
             self.task = spec_of(self.task, "task")
@@ -115,7 +115,7 @@ class RunConfig:
     def canonical(self) -> RunConfig:
         """This config with `task` and `algo` as the specs that find them again from any
         folder (a relative 'file.py:Class' becomes an absolute path)."""
-        from raycompo.plugins import canonical
+        from raycompo.configuration.plugins import canonical
         from raycompo.system import canonical_system
 
         return dataclasses.replace(self, task=canonical("task", self.task), algo=canonical("algorithm", self.algo),
@@ -146,7 +146,7 @@ class Resolved:
     n_clients: int
     """The task's number of clients, found once at resolution."""
     vectorized: Any = None
-    """Which client phases run batched (`raycompo.vectorize.Plan`), decided once at
+    """Which client phases run batched (`raycompo.configuration.vectorize.Plan`), decided once at
     resolution (None where it was not: `resolve(check_clients=False)`)."""
     system_profile: Any = None
     """The simulated system's validated `raycompo.system.Profile` (None: no --system)."""
@@ -183,7 +183,7 @@ def setting_owners(*extra: tuple[str, str, type]) -> dict[str, str]:
     by an algorithm is an error here naming both owners), so that any pair of them runs.
     A run checks only its own pair (`split_settings`): a plugin may use a key that some
     other task uses."""
-    from raycompo.plugins import list_algorithms, list_tasks
+    from raycompo.configuration.plugins import list_algorithms, list_tasks
 
     owners: dict[str, str] = {}
     where: dict[str, str] = {}
@@ -210,7 +210,7 @@ def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, con
     in RENAMED are accepted (with a note on stderr) where the new name fits."""
     import sys
 
-    from raycompo.plugins import spec_of
+    from raycompo.configuration.plugins import spec_of
 
     task_keys, algo_keys = set(names(task_cls.Settings)), set(names(algo_cls.Settings))
     # A key of both the task and the algorithm of this run would make one `--set` change
@@ -249,7 +249,7 @@ def split_settings(settings: dict[str, Any], task_cls: type, algo_cls: type, con
 def tasks_that_fit(algo_cls: type, task_cls: type) -> str:
     """'. Tasks that fit: ...' (the registered tasks with every capability `algo_cls`
     requires) when `task_cls` lacks one of them, else ''."""
-    from raycompo.plugins import list_tasks
+    from raycompo.configuration.plugins import list_tasks
 
     if algo_cls.requires <= task_cls.capabilities:
         return ""
@@ -270,7 +270,7 @@ FIELD_TYPES = {
     "compress_down": Arg(("mapping",)), "dp_clip": Arg(("number",), none=True), "dp_noise": Arg(("number",), none=True),
     "dp_delta": _NUMBER,
 }
-"""The type of each RunConfig field (raycompo.arguments), checked by `resolve`."""
+"""The type of each RunConfig field (raycompo.configuration.arguments), checked by `resolve`."""
 
 
 def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
@@ -280,7 +280,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
 
     `check_clients=False` skips the checks that need the task's number of clients (which
     some tasks only know from their data), e.g. to validate a sweep before any data loads."""
-    from raycompo.plugins import load
+    from raycompo.configuration.plugins import load
 
     # Types first (a config.json read from disk is untrusted); the ranges below say the same
     # as the command line's checks.
@@ -298,7 +298,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
     require(cfg.threads is None or cfg.threads >= 1, f"threads must be >= 1, got {cfg.threads}")
     check_budget(cfg.budget, getattr(cfg, "system", None))
-    from raycompo.plugins import load as load_plugin
+    from raycompo.configuration.plugins import load as load_plugin
     from raycompo.system import check_profile, load_profile
 
     # a profile's availability model and selection policy may be plugins: found as tasks are
@@ -320,7 +320,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     task = task_cls(task_settings, cfg.seed, cfg.data_dir) if check_clients else None
     n_clients = task.n_clients if task is not None else 10**9
     algo_settings.validate(n_clients)
-    from raycompo.vectorize import plan
+    from raycompo.configuration.vectorize import plan
 
     check_transforms(cfg, algo_cls)
     vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now

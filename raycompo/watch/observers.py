@@ -1,11 +1,11 @@
 """Observers: one callback interface for everything that watches a run.
 
 This module is the protocol only (it imports only the per-client record below it): the output writer
-(`raycompo.results`) sits below the engine and the progress line and trackers beside it, so
+(`raycompo.runfolder.results`) sits below the engine and the progress line and trackers beside it, so
 the interface they all implement sits below them all. The run loop (engine/loop.py) calls, in order, `on_start` once, `on_row` for every
 round's row (round 0 = the initial model; on resume only the rows after the checkpoint),
 preceded, for a row with an evaluation, by `on_clients` with the evaluated clients' values
-(raycompo/per_client.py), then exactly one of `on_end` (completed, diverged, interrupted)
+(raycompo/watch/per_client.py), then exactly one of `on_end` (completed, diverged, interrupted)
 or `on_failure`.
 The CLI's progress line, the output writer (config.json / metrics.csv), the Tune
 reporter and the dashboard metrics are all observers; none of them is a branch inside
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycompo.per_client import ClientMetrics
+from raycompo.watch.per_client import ClientMetrics
 
 Row = dict[str, Any]
 

@@ -8,7 +8,7 @@ budget only reads the cost columns (engine/ledger.py) once a round ended, like t
 divergence check; the last round is evaluated whatever `eval_every` says.
 
 This module imports nothing of raycompo but its errors and the column names
-(`raycompo.costs`): the config checks a budget, the engine's driver applies it.
+(`raycompo.costs.exchange`): the config checks a budget, the engine's driver applies it.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from raycompo.costs import CUMULATIVE_COLUMNS, SYSTEM_COLUMNS
+from raycompo.costs.exchange import CUMULATIVE_COLUMNS, SYSTEM_COLUMNS
 from raycompo.errors import ConfigError
 
 BUDGET_KEYS = CUMULATIVE_COLUMNS
 """The cost columns a budget may limit (`sim_time` exists only with a simulated system,
 `epsilon` only with client-level DP, --dp-clip: the config checks that), named once in
-`raycompo.costs`."""
+`raycompo.costs.exchange`."""
 
 NEEDS_SYSTEM = tuple(k for k in BUDGET_KEYS if k in SYSTEM_COLUMNS)
 """Budget keys whose column only a simulated system (`--system`) writes: `sim_time` and

@@ -20,9 +20,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-from raycompo.atomic import replace_atomically
-from raycompo.costs import BREAKDOWN_COLUMNS
+from raycompo.costs.exchange import BREAKDOWN_COLUMNS
 from raycompo.errors import ConfigError
+from raycompo.runfolder.atomic import replace_atomically
 
 FILE = "costs.csv"
 

@@ -1,11 +1,11 @@
 """Run outputs: `config.json` (every setting, the seed, the status), `metrics.csv`
 (one row per round, appended and flushed as the run goes, so a crash or divergence
 keeps the rows already written), `clients.csv` (every evaluated client's metrics,
-raycompo/clients_file.py) and `costs.csv` (the costs by round and payload key, appended
-as each round ends, raycompo/costs_file.py).
+raycompo/runfolder/clients_file.py) and `costs.csv` (the costs by round and payload key, appended
+as each round ends, raycompo/runfolder/costs_file.py).
 
 What belongs to a run folder (`RUN_FILES`, the `*.tmp` of atomic writes, the end-of-run
-files config.json lists, the lock of raycompo/lockfile.py) is known here: `--overwrite`
+files config.json lists, the lock of raycompo/runfolder/lockfile.py) is known here: `--overwrite`
 removes exactly those, and refuses a folder holding anything else."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from raycompo.atomic import replace_atomically
-from raycompo.budget import Budget
-from raycompo.clients_file import ClientsFile
-from raycompo.costs_file import FILE as COSTS_FILE
-from raycompo.costs_file import CostsFile
+from raycompo.costs.budget import Budget
 from raycompo.errors import ConfigError
-from raycompo.observers import Observer, Row
-from raycompo.per_client import ClientMetrics
+from raycompo.runfolder.atomic import replace_atomically
+from raycompo.runfolder.clients_file import ClientsFile
+from raycompo.runfolder.costs_file import FILE as COSTS_FILE
+from raycompo.runfolder.costs_file import CostsFile
+from raycompo.watch.observers import Observer, Row
+from raycompo.watch.per_client import ClientMetrics
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
 RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", COSTS_FILE, "clients.csv")
@@ -127,7 +127,7 @@ def _check_clients(folder: str | Path, rows: list[dict[str, Any]], upto_round: i
     """ConfigError unless clients.csv holds every evaluated round of `rows` (a row with the
     mean of a clients.csv metric; round 0 always), the last of them whole (as many rows as
     round 0): else a resume would silently lose those rounds' clients."""
-    from raycompo.clients_file import rounds_held
+    from raycompo.runfolder.clients_file import rounds_held
 
     held = rounds_held(folder, upto_round)
     counts, metrics = held if held is not None else ({}, set())
@@ -174,7 +174,7 @@ def _parse(v: str | None) -> Any:
 def run_files(folder: str | Path) -> tuple[list[Path], list[str]]:
     """(the files of a raycompo run in `folder`, the names of everything else there)."""
     folder = Path(folder)
-    from raycompo.lockfile import NAME as LOCK
+    from raycompo.runfolder.lockfile import NAME as LOCK
 
     ends: list[str] = []
     try:
@@ -230,7 +230,7 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
     the others (backend, placement, timeouts, data folder) apply to the rest of the run."""
     import dataclasses
 
-    from raycompo.config import RunConfig, resolve
+    from raycompo.configuration.config import RunConfig, resolve
 
     stored = read_config(folder)
     cfg = RunConfig.from_dict(stored)
@@ -248,7 +248,7 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
                 differ += [f"--set {k}={a_now[k]} (the run has {k}={a_was[k]})" for k in sorted(a_now)
                            if a_now[k] != a_was[k]]
         elif key in ("task", "algo"):
-            from raycompo.plugins import canonical
+            from raycompo.configuration.plugins import canonical
 
             if canonical("task" if key == "task" else "algorithm", value) != getattr(cfg, key):
                 differ.append(f"--{key} {value} (the run's is {getattr(cfg, key)})")

@@ -14,7 +14,7 @@ evaluation the driver (`Federation.evaluate_clients`) therefore
 * hands the evaluated clients' values on as one `ClientMetrics`, under the key
   `CLIENTS_KEY` of the row of `Federation.initial_row` / `run_round`; the run loop (engine/loop.py) takes it out of the row before any observer
   sees the row and gives it to `Observer.on_clients`, which writes `clients.csv`
-  (raycompo/clients_file.py). It travels from a driver actor to the caller inside the
+  (raycompo/runfolder/clients_file.py). It travels from a driver actor to the caller inside the
   rows, so the inline and the Ray backend hand on the same records.
 
 Everything here is O(clients evaluated) per evaluation (`eval_clients` of them, or all).

@@ -1,7 +1,7 @@
 """Name -> class registries filled by importing every module of a package.
 
 A new built-in task or algorithm is one new module with a class that sets `name`;
-nothing else needs editing. A user's own classes are found by `raycompo.plugins`.
+nothing else needs editing. A user's own classes are found by `raycompo.configuration.plugins`.
 """
 
 from __future__ import annotations
