@@ -56,6 +56,21 @@ def test_no_two_parts_import_each_other():
     assert two_way == []
 
 
+def test_no_import_circle_anywhere():
+    """No module reaches itself through its imports (every import, also inside functions):
+    a circle (the engine's driver, pools, ray_pool, host_actors and runner had one) makes
+    the import order matter and hides which module owns what."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("raycompo", cache_dir=None)
+    circles = []
+    for module in sorted(graph.modules):
+        for imported in graph.find_modules_directly_imported_by(module):
+            back = graph.find_shortest_chain(importer=imported, imported=module)
+            if imported.startswith("raycompo") and back:
+                circles.append((module, *back))
+    assert circles == []
+
+
 def test_the_contract_holds():
     """What CI runs (`lint-imports`), from Python: every contract kept."""
     cli = pytest.importorskip("importlinter.cli")
@@ -91,7 +106,8 @@ def test_every_part_of_the_package_is_in_a_layer():
 def test_the_backend_names_and_the_engines_pools_are_the_same_backends():
     from raycompo.configuration.backends import backend_names, get_backend
     from raycompo.configuration.config import resolve
-    from raycompo.engine.pools import POOLS, InlinePool, make_pool, pool_factory
+    from raycompo.engine.pool_factory import POOLS, make_pool, pool_factory
+    from raycompo.engine.pools import InlinePool
     from tests.helpers import small_config
 
     assert set(POOLS) == set(backend_names()) == {"inline", "ray"}

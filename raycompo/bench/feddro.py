@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {"inline": measure(RunConfig(**base, backend="inline", vectorize="off"), args.rounds, args.pings),
                "inline vec": measure(RunConfig(**base, backend="inline", vectorize="auto"), args.rounds, args.pings)}
 
-    from raycompo.engine.pools import make_pool
+    from raycompo.engine.pool_factory import make_pool
     from raycompo.engine.ray_start import ensure_ray
 
     ensure_ray(args.address, include_dashboard=False)

@@ -2,9 +2,9 @@
 `--backend`, `RunConfig.backend`, the runner and the sweeps all read it.
 
 This module is names only (it sits below `config`, which checks a run's backend against
-it); how each backend's pool is made lives in the engine (`engine.pools.POOLS`, the only
+it); how each backend's pool is made lives in the engine (`engine.pool_factory.POOLS`, the only
 layer that imports Ray). A new backend (a vectorized or GPU-batched pool, say) is one
-entry here and one in `engine.pools.POOLS`, with a class that implements
+entry here and one in `engine.pool_factory.POOLS`, with a class that implements
 `engine.pools.Pool`; tests/test_backends.py checks that the two tables name the same
 backends.
 """

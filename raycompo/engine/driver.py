@@ -13,7 +13,7 @@ from raycompo.configuration.backends import Backend
 from raycompo.configuration.config import Resolved
 from raycompo.engine import dashboard_start
 from raycompo.engine.federation import Federation
-from raycompo.engine.pools import pool_factory
+from raycompo.engine.pool_factory import pool_factory
 
 CLOSE_TIMEOUT_S = 10.0
 """How long closing waits for the driver actor to end its hosts before killing it, and then

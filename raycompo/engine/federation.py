@@ -26,7 +26,8 @@ from raycompo.costs.budget import Budget, check_budget
 from raycompo.costs.exchange import BREAKDOWN_KEY, ExchangeCost
 from raycompo.engine.asynchronous import AsyncServer
 from raycompo.engine.ledger import Ledger, exchange_cost
-from raycompo.engine.pools import Pool, make_pool
+from raycompo.engine.pool_factory import make_pool
+from raycompo.engine.pools import Pool
 from raycompo.engine.transforms import Transforms
 from raycompo.errors import ConfigError
 from raycompo.seeding import SERVER, generator
@@ -368,5 +369,5 @@ class Federation:
 
 
 def default_pool(resolved: Resolved) -> Pool:
-    """The pool of the config's backend (`engine.pools.POOLS`)."""
+    """The pool of the config's backend (`engine.pool_factory.POOLS`)."""
     return make_pool(resolved)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from raycompo.configuration.config import Resolved
+from raycompo.engine.actor_failures import ACTOR_FAILURES
 from raycompo.engine.host import Host
 from raycompo.engine.placement import Placement
 
@@ -221,7 +222,6 @@ class ReusedHosts:
         """The idle hosts reset for `resolved` if their shape matches, else new ones, named
         in a namespace of their own (`raycompo-hosts-<id>`: they outlive the run's; a new
         one per set, as a killed set's names may not be free yet)."""
-        from raycompo.engine.runner import ACTOR_FAILURES
 
         key = self.shape(resolved, placement, placement_group)
         with self._lock:

@@ -7,7 +7,6 @@ checkpoint) and `load_client_states` puts them back (resume, recovery).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from raycompo.algorithms.base import State
@@ -85,33 +84,3 @@ class InlinePool:
         if self.host is not None:
             self.host.close()
         self.host = None  # type: ignore[assignment]
-
-
-def _ray_pool(resolved: Resolved, namespace: str | None = None, placement_group: Any = None, run: str | None = None,
-              hosts: Any = None) -> Pool:
-    from raycompo.engine.ray_pool import RayPool  # imports Ray: only when a Ray pool is made
-
-    return RayPool(resolved, namespace=namespace, placement_group=placement_group, run=run, hosts=hosts)
-
-
-def _inline_pool(resolved: Resolved, **_: Any) -> Pool:
-    return InlinePool(resolved)
-
-
-POOLS: dict[str, Callable[..., Pool]] = {"ray": _ray_pool, "inline": _inline_pool}
-"""Backend name (`raycompo.configuration.backends.REGISTRY`) -> (resolved, namespace=None,
-placement_group=None, run=None, hosts=None) -> Pool; `run` names the run in the host
-actors' repr; `hosts`: where a Ray pool's host actors come from (engine/host_actors.py),
-ignored by other backends."""
-
-
-def pool_factory(backend: str) -> Callable[..., Pool]:
-    """How the pool of the backend named `backend` is made (see `POOLS`)."""
-    from raycompo.configuration.backends import get_backend
-
-    return POOLS[get_backend(backend).name]
-
-
-def make_pool(resolved: Resolved, **options: Any) -> Pool:
-    """The pool of `resolved.config.backend` (options: namespace, placement_group, run, hosts)."""
-    return pool_factory(resolved.config.backend)(resolved, **options)

@@ -19,6 +19,7 @@ import torch
 
 from raycompo.algorithms.base import State
 from raycompo.configuration.config import Resolved
+from raycompo.engine.actor_failures import HostTimeoutError
 from raycompo.engine.host_actors import FreshHosts, HostSource
 from raycompo.engine.ledger import MemberCosts
 from raycompo.engine.placement import plan_placement
@@ -48,10 +49,6 @@ def ray_get(refs, timeout: float | None = None):
         if found is exc:
             raise
         raise found from None
-
-
-class HostTimeoutError(RuntimeError):
-    """A client-host actor did not answer within `host_timeout_s`."""
 
 
 def payload_bytes(obj: Any) -> int:

@@ -18,6 +18,7 @@ from raycompo.configuration.backends import get_backend
 from raycompo.configuration.config import RunConfig, resolve
 from raycompo.configuration.vectorize import resolved_plan
 from raycompo.engine import checkpoint, memory, signals
+from raycompo.engine.actor_failures import ACTOR_FAILURES
 from raycompo.engine.driver import RemoteDriver, start_driver
 from raycompo.engine.ledger import BREAKDOWN_COLUMNS
 from raycompo.engine.loop import run_rounds
@@ -308,22 +309,6 @@ def metrics_frame(rows: list[Row]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     return pd.DataFrame(rows, columns=list(rows[0]))
-
-
-ACTOR_FAILURES: tuple[type[BaseException], ...] = ()
-
-
-def _actor_failures() -> tuple[type[BaseException], ...]:
-    try:
-        import ray.exceptions as rex
-    except ImportError:
-        return ()
-    from raycompo.engine.ray_pool import HostTimeoutError
-
-    return (rex.RayActorError, rex.ActorUnavailableError, rex.ObjectLostError, rex.OwnerDiedError, HostTimeoutError)
-
-
-ACTOR_FAILURES = _actor_failures()
 
 
 def describe(exc: BaseException) -> str:
