@@ -17,6 +17,17 @@ os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests that can never run on this machine are deselected, not skipped, so that the
+    run's "skipped" count shows only real skips: `gpu` tests without a CUDA device."""
+    if torch.cuda.is_available():
+        return
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu:
+        config.hook.pytest_deselected(items=gpu)
+        items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     import ray

@@ -2,8 +2,8 @@
 
 Every line of a fenced ```bash block in README.md and docs/*.md is either a
 `python -m raycompo.<module> ...` command, checked here without running it, or matches one
-of `SKIPPED` (the test fails on any other line, so a new kind of command has to be added
-there with the reason it is not checked here). A checked command:
+of tests/doc_pages.py's `NOT_RUN` (the test fails on any other line, so a new kind of
+command has to be added there with the reason it is not checked here). A checked command:
 
 - names a module that exists and has a command line;
 - is accepted by that command line's own argument parser (`build_parser()` of
@@ -35,65 +35,22 @@ import argparse
 import importlib
 import importlib.util
 import os
-import re
-import shlex
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from tests.doc_pages import bash_blocks
-
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-
-#: line prefixes of commands that are not `python -m raycompo...`, with why they are not
-#: checked here
-SKIPPED: dict[str, str] = {
-    "python3 -m venv": "the README's install: .ci/run runs it in a fresh environment",
-    "python -m pytest": "the README's test command: .ci/run runs it",
-    "python -m mkdocs": "the docs build: test_docs_build_strict below and .ci/run run it",
-    "pip install": "installs packages: .ci/run installs the extras (dev, mlflow, wandb, docs)",
-    "mlflow ui": "MLflow's own server (needs a browser)",
-    "ray start": "Ray's own command line: starts a long-lived cluster",
-    "ray metrics": "Ray's own command line: downloads and starts Prometheus",
-    "grafana-server": "Grafana's server: not installed here",
-    "export ": "sets an environment variable for the commands after it",
-    "prometheus --config.file": "Prometheus's own server: tests/test_prometheus.py starts one the same way",
-}
+from tests.doc_pages import DOCS, ROOT, not_run, words
 
 #: file paths a command may name, relative to the repository root
 REPO_DIRS = ("examples/", "sweeps/", "cluster/")
 
-ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")
-
-
-def bash_commands(path: Path) -> list[str]:
-    """The command lines of the page's fenced bash blocks: continuation lines joined,
-    comments and blank lines dropped."""
-    return [text for _, text in bash_blocks(path)]
-
-
-def all_commands() -> list[tuple[str, str]]:
-    return [(p.relative_to(ROOT).as_posix(), c) for p in PAGES for c in bash_commands(p)]
-
-
-COMMANDS = all_commands()
-
-
-def words(command: str) -> list[str]:
-    """The command's words, without its comment and leading VAR=value assignments."""
-    argv = shlex.split(command, comments=True)
-    while argv and ENV_ASSIGNMENT.match(argv[0]):
-        argv.pop(0)
-    return argv
+COMMANDS = [(d.page, d.text) for d in DOCS]
 
 
 def skipped(command: str) -> str | None:
-    text = " ".join(words(command))
-    return next((why for prefix, why in SKIPPED.items() if text.startswith(prefix)), None)
+    return not_run(words(command))
 
 
 def check_paths(argv: list[str]) -> None:
@@ -178,20 +135,29 @@ def test_the_pages_show_commands():
     assert sum(" ".join(words(c)).startswith("python -m raycompo.") for _, c in COMMANDS) >= 40
 
 
-@pytest.mark.parametrize(("page", "command"), COMMANDS, ids=[f"{p}: {c[:90]}" for p, c in COMMANDS])
+CHECKED = [(page, c) for page, c in COMMANDS if skipped(c) is None]
+NOT_RUN_HERE = [(page, c) for page, c in COMMANDS if skipped(c) is not None]
+
+
+@pytest.mark.parametrize(("page", "command"), CHECKED, ids=[f"{p}: {c[:90]}" for p, c in CHECKED])
 def test_documented_command(page, command, monkeypatch):
     monkeypatch.chdir(ROOT)  # the docs' commands run from the repository root
     argv = words(command)
     check_paths(argv)
-    why = skipped(command)
-    if why is not None:
-        pytest.skip(why)
     assert argv[:2] == ["python", "-m"] and argv[2].startswith("raycompo."), (
-        f"{page}: {command!r} is neither `python -m raycompo...` nor in SKIPPED (add it with a reason)")
+        f"{page}: {command!r} is neither `python -m raycompo...` nor in tests/doc_pages.py's NOT_RUN (add it with a reason)")
     module = argv[2]
     assert importlib.util.find_spec(module) is not None, f"{page}: no module {module}"
     assert module in CHECKS, f"{page}: no parser check for {module} (add one to CHECKS)"
     CHECKS[module](argv[3:])
+
+
+def test_commands_not_run_here_name_files_that_exist():
+    """The commands of NOT_RUN (installs, other programs' servers) are not run, but the files
+    they name exist; they are few, each for a reason (no skipped test per command)."""
+    for page, command in NOT_RUN_HERE:
+        check_paths(words(command))
+    assert len(NOT_RUN_HERE) < len(CHECKED) / 3
 
 
 def test_a_bad_option_is_caught():

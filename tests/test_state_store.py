@@ -293,7 +293,7 @@ def test_property_random_states(tmp_path, budget):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.gpu
 def test_device_states(tmp_path):
     store = StateStore(budget_bytes=1000, spill_dir=str(tmp_path), device="cuda")
     truth = {i: rich_state(i) for i in range(10)}
