@@ -55,6 +55,8 @@ SKIPPED: dict[str, str] = {
     "python3 -m venv": "the README's install: .ci/run runs it in a fresh environment",
     "python -m pytest": "the README's test command: .ci/run runs it",
     "python -m mkdocs": "the docs build: test_docs_build_strict below and .ci/run run it",
+    "lint-imports": "the layers check: .ci/run runs it at the repository's root (and tests/test_layers.py)",
+    "python -m mypy": "the static check of the engine contract: .ci/run runs it at the repository's root",
     "pip install": "installs packages: .ci/run installs the extras (dev, mlflow, wandb, docs)",
     "mlflow ui": "MLflow's own server (needs a browser)",
     "ray start": "Ray's own command line: starts a long-lived cluster",
