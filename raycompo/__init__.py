@@ -78,7 +78,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 _EXPORTS = {
     # running

@@ -168,15 +168,36 @@ def check_scrape_interval(scrape_s: Any, where: str = "scrape_s") -> float:
 
 
 def check_url(url: Any, where: str = "url") -> str:
-    """A Prometheus URL: http:// or https:// and a host (ConfigError otherwise)."""
+    """A Prometheus URL: http:// or https://, a host, and a port in 1-65535 when one is given
+    (ConfigError otherwise, also for what `urlsplit` or `http.client` would refuse: a bracket
+    left open, an IPv6 address that is none, a port that is not a number, a space or a
+    control character)."""
     from urllib.parse import urlsplit
 
     from raycompo.errors import ConfigError
 
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"{where} must be the URL of a Prometheus, http://HOST:PORT (e.g. http://127.0.0.1:9090), "
-                          f"got {url!r}")
+    def refused(why: str = "") -> ConfigError:
+        return ConfigError(f"{where} must be the URL of a Prometheus, http://HOST:PORT (e.g. http://127.0.0.1:9090), "
+                           f"got {url!r}{': ' + why if why else ''}")
+
+    if not isinstance(url, str):
+        raise refused()
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise refused("it holds a space or a control character")
+    try:
+        parts = urlsplit(url)  # ValueError: a bracket left open, an IPv6 address that is none
+    except ValueError as exc:
+        raise refused(str(exc)) from None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise refused()
+    if not parts.hostname:
+        raise refused("no host")
+    try:
+        port = parts.port  # ValueError: not a number, or out of 0-65535
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise refused("the port must be a number in 1-65535")
     return url
 
 
@@ -248,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_path:
         print(DASHBOARD)
         return 0
+    from http.client import HTTPException
+
     from raycompo.errors import RaycompoError
 
     try:
@@ -260,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check is not None:
         try:
             return report(args.check, args.scrape_interval)
-        except (OSError, RuntimeError, ValueError) as exc:
+        except (OSError, RuntimeError, ValueError, HTTPException) as exc:
             print(f"error: cannot query the Prometheus at {args.check}: {exc}", file=sys.stderr)
             return 2
     try:

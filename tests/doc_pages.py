@@ -19,6 +19,8 @@ NOT_RUN: dict[str, str] = {
     "pip install": "installs packages (network): .ci/run installs the extras (dev, mlflow, wandb, docs)",
     "python -m pytest": "the test suite itself: .ci/run runs it",
     "python -m mkdocs": "the docs build: tests/test_docs.py::test_docs_build_strict and .ci/run run it",
+    "lint-imports": "the layers check: .ci/run runs it at the repository's root (and tests/test_layers.py)",
+    "python -m mypy": "the static check of the engine contract: .ci/run runs it at the repository's root",
     "mlflow ui": "MLflow's own server (needs a browser)",
     "ray start": "Ray's own command line: a long-lived cluster for the whole machine",
     "ray metrics": "Ray's own command line: downloads and starts Prometheus",

@@ -5,9 +5,13 @@ not send. The servers are tiny http.server ones on 127.0.0.1, in a thread."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +67,37 @@ def test_an_empty_check_url_is_refused_and_installs_nothing(tmp_path, monkeypatc
     assert not (tmp_path / "dashboards").exists()
     assert main(["--check", "127.0.0.1:9090"]) == 2  # no scheme
     assert "got '127.0.0.1:9090'" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("url, said", [
+    ("http://[::1", "Invalid IPv6 URL"),  # was a ValueError traceback, exit 1
+    ("http://[zz]:9090", "does not appear to be an IPv4 or IPv6 address"),
+    ("http://", "got 'http://'"),
+    ("ftp://x", "got 'ftp://x'"),
+    ("localhost:9090", "got 'localhost:9090'"),
+    ("http://:9090", "no host"),
+    ("http://127.0.0.1:99999", "the port must be a number in 1-65535"),
+    ("http://127.0.0.1:0", "the port must be a number in 1-65535"),
+    ("http://127.0.0.1:abc", "the port must be a number in 1-65535"),  # was http.client.InvalidURL
+    ("http://a b:9090", "a space or a control character"),  # was http.client.InvalidURL
+])
+def test_a_malformed_check_url_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, url, said):
+    monkeypatch.setenv(ENV_DIR, str(tmp_path / "dashboards"))
+    assert main(["--check", url]) == 2
+    err = one_error_line(capsys)
+    assert err.startswith("error: --check must be the URL of a Prometheus, http://HOST:PORT") and said in err, err
+    assert "cannot query the Prometheus" not in err  # refused before any request
+    assert not (tmp_path / "dashboards").exists()
+
+
+def test_a_malformed_check_url_from_the_command_line(tmp_path):
+    """The same through `python -m raycompo.grafana`, as a user types it: no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "raycompo.grafana", "--check", "http://[::1"],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+                          env={**os.environ, ENV_DIR: str(tmp_path / "dashboards")})
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("error: --check must be the URL of a Prometheus") and "Invalid IPv6 URL" in proc.stderr
 
 
 @pytest.mark.parametrize("series, query, said", [

@@ -30,7 +30,7 @@ from raycompo.errors import ConfigError
 from raycompo.runfolder import lockfile
 from raycompo.runfolder.clients_file import read_clients
 from raycompo.runfolder.costs_file import resume_rows
-from raycompo.runfolder.results import RunWriter, read_config
+from raycompo.runfolder.results import RunWriter, read_config, version_note, version_record
 from raycompo.tasks.base import Task
 from raycompo.watch.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.watch.per_client import ClientMetrics
@@ -156,12 +156,15 @@ def run(
     start_round = int(start_ckpt["round"]) if start_ckpt is not None else 0
     # costs.csv's rows up to the checkpoint, as many as its ledger counted (else refused, like metrics.csv)
     cost_rows = resume_rows(out, start_round, start_ckpt.get("ledger")) if start_ckpt is not None and out else []
-    if resume and out:
-        changed = plugins.changed_code(read_config(out), resolved.task_cls, resolved.algo_cls)
+    stored = read_config(out) if resume and out else None  # the resumed run's config.json as it was
+    if stored is not None:
+        changed = plugins.changed_code(stored, resolved.task_cls, resolved.algo_cls)
         if changed:
             say(f"raycompo: note: the source of {', '.join(changed)} changed since the run started; "
                 f"rounds after {start_round} use the new code")
-    config = {**cfg.to_dict(), "effective_settings": resolved.effective_settings(),
+        if (note := version_note(stored, start_round)) is not None:
+            say(f"raycompo: note: {note}")
+    config = {**cfg.to_dict(), **version_record(stored, start_round), "effective_settings": resolved.effective_settings(),
               "vectorized": resolved_plan(resolved).record(),
               **({"system_profile": resolved.system_profile.record()} if resolved.system_profile else {}),
               **({"aggregation_plan": resolved.aggregation.record()} if resolved.aggregation else {}),

@@ -57,6 +57,52 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     replace_atomically(path, write)
 
 
+VERSION_KEY = "raycompo_version"
+"""config.json's version of raycompo that started the run (its rows from round 0)."""
+RESUMED_KEY = "resumed"
+"""config.json's list of the resumes, each {"round": the checkpoint's round it went on from,
+"raycompo_version": the version that wrote the rows after it}, oldest first."""
+
+
+def version_record(stored: dict[str, Any] | None = None, from_round: int = 0) -> dict[str, Any]:
+    """config.json's entries saying which releases of raycompo wrote the run: for a new run
+    (`stored` None) `raycompo_version`, this one's; for a resumed run (`stored`: its
+    config.json as it was) the version that started it, kept as recorded (none for a run
+    started before 0.1.1, which recorded none), and `resumed`, the resumes recorded before
+    with this one added (from its checkpoint's round `from_round`). Neither is part of what
+    a resume checks against the run (RunConfig and the checkpoint's fingerprint): a run
+    started by another version resumes, and its rows say from which round the other
+    version wrote them."""
+    from raycompo import __version__
+
+    if stored is None:
+        return {VERSION_KEY: __version__}
+    out: dict[str, Any] = {}
+    if isinstance(stored.get(VERSION_KEY), str):
+        out[VERSION_KEY] = stored[VERSION_KEY]
+    before = stored.get(RESUMED_KEY)
+    resumes = [r for r in before if isinstance(r, dict)] if isinstance(before, list) else []
+    out[RESUMED_KEY] = [*resumes, {"round": int(from_round), VERSION_KEY: __version__}]
+    return out
+
+
+def version_note(stored: dict[str, Any], from_round: int) -> str | None:
+    """A note for a resume (from its checkpoint's round `from_round`) by another release than
+    the one that wrote the run's last rows; None when it is the same. Rows may then differ
+    from an uninterrupted run's where the releases draw differently (CHANGELOG.md says which
+    do)."""
+    from raycompo import __version__
+
+    resumes = stored.get(RESUMED_KEY)
+    last = resumes[-1] if isinstance(resumes, list) and resumes and isinstance(resumes[-1], dict) else stored
+    was = last.get(VERSION_KEY)
+    if was == __version__:
+        return None
+    was = was if isinstance(was, str) else "0.1.0 or earlier"
+    return (f"the run was written by raycompo {was}; the rounds after {from_round} are written by {__version__} "
+            "(CHANGELOG.md says what changed between them)")
+
+
 def read_config(folder: str | Path) -> dict[str, Any]:
     """A run folder's config.json (ConfigError when missing or damaged)."""
     path = Path(folder) / "config.json"
