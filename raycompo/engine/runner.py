@@ -138,32 +138,92 @@ def run(
     SIGTERM (status 'interrupted'); any other error marks the run 'failed' and is re-raised.
     A diverged run returns status 'diverged'."""
     signals.forget()  # a signal from before this run (e.g. an earlier run in a notebook) is not ours
-    cfg = cfg.canonical()  # recorded so that any folder (and --resume) finds the classes again
-    cfg = use_threads(cfg)
+    cfg = use_threads(cfg.canonical())  # canonical: recorded so that any folder (and --resume) finds the classes again
     resolved = resolve(cfg)  # fail fast, before any actor starts
     backend = get_backend(cfg.backend)
     if not (backend.uses_ray and address):  # a population this machine cannot hold: exit 2, no folder
         memory.check(resolved, backend.uses_ray)  # (joining a cluster: checked against it below)
-    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    say = log or _say_on_stderr
+    _check_durability(max_failures, checkpoint_every, resume, out, overwrite)
+    fingerprint = checkpoint.fingerprint(resolved)
+    start_ckpt, rows, cost_rows, stored = _resume_point(out if resume else None, fingerprint, cfg.rounds, resolved, say)
+    start_round = int(start_ckpt["round"]) if start_ckpt is not None else 0
+    config = _config_record(cfg, resolved, stored, start_round)
+    # Ray before the run folder exists: a cluster that never answers (or SIGTERM while waiting
+    # for it) leaves nothing that blocks the same `out` next time.
+    namespace, label = _join_ray(address, include_dashboard, namespace, out) if backend.uses_ray else (namespace, None)
+    ckpt = _checkpointer(checkpoint_every, out, fingerprint, start_ckpt) if out or backend.uses_ray else None
+    live = RayMetrics() if backend.uses_ray else None  # the dashboard's metrics
+    restarts = _Restarts(functools.partial(_start, resolved, backend, driver, namespace, placement_group, (ckpt, live),
+                                           label=label, hosts=hosts), start_ckpt, max_failures, say)
+    del start_ckpt  # `restarts` holds it until it is restored: its client states need not stay in memory
+    costs = KeptCosts(cost_rows)  # RunResult.costs (costs.csv holds the same rows)
+    kept = KeptClients() if not out else None  # without a folder, RunResult.clients comes from memory
+    marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
+    try:
+        with signals.deferred():  # a signal while the folder is made is raised once it can be marked
+            writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None,
+                               resume_costs=cost_rows if resume else None) if out else None
+            watch = marks = Observers([writer, kept, costs, ckpt, live, Callback(progress) if progress else None, *observers])
+        if backend.uses_ray:  # checked against the cluster before any actor starts (a ConfigError, not a wait)
+            _record_placement(cfg, resolved, placement_group, address, config, writer)
+        with interruptible():
+            info = RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace, start_round=start_round)
+            status = restarts.run_rounds(cfg.rounds, watch, rows, ckpt, info,
+                                         roll_back=functools.partial(_roll_back, rows, writer, kept, costs))
+            if writer is not None and status == "completed":
+                writer.write_frames(restarts.fed.artifacts())
+            watch.on_end(status, rows[-1] if rows else {})
+    except BaseException as exc:  # (no folder yet: e.g. --out holds another run; nothing to mark)
+        if marks is not None:
+            _mark_end(marks, exc, rows)
+        raise
+    finally:
+        restarts.close()
+    return _result(status, rows, config, out, writer, costs, kept)
+
+
+def _say_on_stderr(msg: str) -> None:
+    """A note of the run on stderr (`run` without `log`)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _check_durability(max_failures: int, checkpoint_every: int | None, resume: bool, out: str | None,
+                      overwrite: bool) -> None:
+    """ConfigError for `run`'s durability arguments that cannot work."""
     if max_failures < 0:
         raise ConfigError(f"max_failures (--max-failures) must be >= 0, got {max_failures}")
     if checkpoint_every is not None and checkpoint_every < 1:
         raise ConfigError(f"checkpoint_every (--checkpoint-every) must be >= 1, got {checkpoint_every}")
     if resume and (not out or overwrite):
         raise ConfigError("resume continues the run in its folder: give that folder (out), without overwrite")
-    fingerprint = checkpoint.fingerprint(resolved)
-    start_ckpt, rows = checkpoint.resume_point(out, fingerprint, cfg.rounds) if resume and out else (None, [])
-    start_round = int(start_ckpt["round"]) if start_ckpt is not None else 0
+
+
+def _resume_point(out: str | None, fingerprint: dict[str, Any], rounds: int, resolved: Any, say: Callable[[str], None]
+                  ) -> tuple[dict[str, Any] | None, list[Row], list[Row], dict[str, Any] | None]:
+    """(the checkpoint, the rows of metrics.csv and of costs.csv up to it, config.json as it
+    was) of the run in `out` that resumes, and notes what changed since it started: the
+    source of the user's classes, raycompo's version. (None, [], [], None) without `out`."""
+    if not out:
+        return None, [], [], None
+    start_ckpt, rows = checkpoint.resume_point(out, fingerprint, rounds)
+    start_round = int(start_ckpt["round"])
     # costs.csv's rows up to the checkpoint, as many as its ledger counted (else refused, like metrics.csv)
-    cost_rows = resume_rows(out, start_round, start_ckpt.get("ledger")) if start_ckpt is not None and out else []
-    stored = read_config(out) if resume and out else None  # the resumed run's config.json as it was
-    if stored is not None:
-        changed = plugins.changed_code(stored, resolved.task_cls, resolved.algo_cls)
-        if changed:
-            say(f"raycompo: note: the source of {', '.join(changed)} changed since the run started; "
-                f"rounds after {start_round} use the new code")
-        if (note := version_note(stored, start_round)) is not None:
-            say(f"raycompo: note: {note}")
+    cost_rows = resume_rows(out, start_round, start_ckpt.get("ledger"))
+    stored = read_config(out)  # the resumed run's config.json as it was
+    changed = plugins.changed_code(stored, resolved.task_cls, resolved.algo_cls)
+    if changed:
+        say(f"raycompo: note: the source of {', '.join(changed)} changed since the run started; "
+            f"rounds after {start_round} use the new code")
+    if (note := version_note(stored, start_round)) is not None:
+        say(f"raycompo: note: {note}")
+    return start_ckpt, rows, cost_rows, stored
+
+
+def _config_record(cfg: RunConfig, resolved: Any, stored: dict[str, Any] | None, start_round: int) -> dict[str, Any]:
+    """What config.json records before the run starts: the RunConfig, raycompo's version (and
+    those of the run's earlier parts, `stored` when it resumes), the effective settings, the
+    vectorized plan, the system and aggregation, the user's code and the task's partition."""
     config = {**cfg.to_dict(), **version_record(stored, start_round), "effective_settings": resolved.effective_settings(),
               "vectorized": resolved_plan(resolved).record(),
               **({"system_profile": resolved.system_profile.record()} if resolved.system_profile else {}),
@@ -174,93 +234,119 @@ def run(
     partition = resolved.make_task().partition_record() if overrides else {}
     if partition:
         config["partition"] = partition
-    if backend.uses_ray:
-        # Before the run folder exists: a cluster that never answers (or SIGTERM while
-        # waiting for it) leaves nothing that blocks the same `out` next time.
-        ensure_ray(address, include_dashboard)
-    ckpt = None
-    if out or backend.uses_ray:
-        ckpt = checkpoint.Checkpointer(checkpoint_every or checkpoint.DEFAULT_EVERY, out, fingerprint)
-        if start_ckpt is not None:
-            ckpt.resumed_from(start_ckpt)
-    live = RayMetrics() if backend.uses_ray else None  # the dashboard's metrics
-    label = None
-    if backend.uses_ray:
-        # A namespace per run: the actor names driver, clients-0, ... stay unique when
-        # several runs (or Tune trials) share a cluster.
-        namespace = namespace or f"raycompo-{uuid.uuid4().hex[:8]}"
-        label = f"{out} ({namespace})" if out else namespace  # in the actors' repr (the dashboard)
-    fed = None
-    failures = 0
-    writer = None
-    costs = KeptCosts(cost_rows)  # RunResult.costs (costs.csv holds the same rows)
-    kept = KeptClients() if not out else None  # without a folder, RunResult.clients comes from memory
-    marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
-    try:
-        with signals.deferred():  # a signal while the folder is made is raised once it can be marked
-            if out:
-                writer = RunWriter(out, config, overwrite=overwrite, resume_rows=rows if resume else None,
-                                   resume_costs=cost_rows if resume else None)
-            watch = marks = Observers([writer, kept, costs, ckpt, live, Callback(progress) if progress else None, *observers])
-        if backend.uses_ray:
-            # Checked against the cluster before any actor starts (a ConfigError, not a wait).
-            plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
-            if address:
-                memory.check(resolved, True, placement=plan, available=memory.available_cluster(),
-                             where="in the Ray cluster (its memory resource)")
-            config["placement"] = plan.record()  # in the result with or without a folder
-            if writer is not None:
-                writer.record(placement=config["placement"])
-        with interruptible():
-            # Every actor failure, wherever it happens (starting the driver and hosts,
-            # restoring the checkpoint, the rounds), counts once and restarts from the last
-            # checkpoint: a second death during recovery is retried like the first.
-            restore_from, started = start_ckpt, False
-            while True:
-                try:
-                    if fed is None:
-                        fed = _start(resolved, backend, driver, namespace, placement_group, (ckpt, live), restore_from,
-                                     label, hosts)
-                        start_ckpt = restore_from = None  # restored: its client states need not stay in memory
-                        if not started:
-                            started = True
-                            watch.on_start(RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace,
-                                                   start_round=start_round))
-                    status = run_rounds(fed, cfg.rounds, watch, rows, boundary=ckpt.every if ckpt else None,
-                                        call_seconds=ROUNDS_CALL_SECONDS if isinstance(fed, RemoteDriver) else 0.0)
-                    break
-                except ACTOR_FAILURES as exc:
-                    failures += 1
-                    last = ckpt.round if ckpt is not None else None
-                    if last is None or failures > max_failures:
-                        raise
-                    where = f"at round {rows[-1]['round'] + 1 if rows else 0}" if fed is not None else \
-                        f"while restarting from the checkpoint of round {last}"
-                    say(f"raycompo: {describe(exc)} {where}; restarting the actors from the checkpoint of round "
-                        f"{last} (failure {failures} of at most {max_failures})")
-                    _close(fed)
-                    fed = None
-                    rows[:] = [r for r in rows if r["round"] <= last]
-                    if writer is not None:
-                        writer.truncate(last)
-                    if kept is not None:
-                        kept.records[:] = [c for c in kept.records if c.round <= last]
-                    costs.rows[:] = [r for r in costs.rows if r["round"] <= last]
-                    # read back from disk when the run has a folder (see Checkpointer.latest)
-                    restore_from = ckpt.latest()
-            if writer is not None and status == "completed":
-                writer.write_frames(fed.artifacts())
-            watch.on_end(status, rows[-1] if rows else {})
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (signals.Interrupted)
-        if marks is not None:
-            marks.on_end("interrupted", rows[-1] if rows else {})
-        raise
-    except BaseException as exc:
-        if marks is not None:  # (no folder yet: e.g. --out holds another run; nothing to mark)
-            marks.on_failure(exc, rows[-1] if rows else {})
-        raise
-    finally:
-        _close(fed)
+    return config
+
+
+def _join_ray(address: str | None, include_dashboard: bool | None, namespace: str | None,
+              out: str | None) -> tuple[str, str]:
+    """Start or join Ray; (the run's namespace there, the label its actors show)."""
+    ensure_ray(address, include_dashboard)
+    # A namespace per run: the actor names driver, clients-0, ... stay unique when
+    # several runs (or Tune trials) share a cluster.
+    namespace = namespace or f"raycompo-{uuid.uuid4().hex[:8]}"
+    return namespace, f"{out} ({namespace})" if out else namespace  # the label: in the actors' repr (the dashboard)
+
+
+def _checkpointer(every: int | None, out: str | None, fingerprint: dict[str, Any],
+                  start_ckpt: dict[str, Any] | None) -> checkpoint.Checkpointer:
+    """The run's checkpointer, every `every` rounds (default 10), continuing from
+    `start_ckpt` when the run resumes."""
+    ckpt = checkpoint.Checkpointer(every or checkpoint.DEFAULT_EVERY, out, fingerprint)
+    if start_ckpt is not None:
+        ckpt.resumed_from(start_ckpt)
+    return ckpt
+
+
+def _record_placement(cfg: RunConfig, resolved: Any, placement_group: Any, address: str | None,
+                      config: dict[str, Any], writer: RunWriter | None) -> None:
+    """Plan the hosts on the cluster (joining one: check its memory) and record the plan in
+    `config` and the run folder."""
+    plan = plan_placement(cfg, resolved.n_clients, extra_bundles=0 if placement_group is None else 1)
+    if address:
+        memory.check(resolved, True, placement=plan, available=memory.available_cluster(),
+                     where="in the Ray cluster (its memory resource)")
+    config["placement"] = plan.record()  # in the result with or without a folder
+    if writer is not None:
+        writer.record(placement=config["placement"])
+
+
+class _Restarts:
+    """The run's driver through actor failures. Every failure, wherever it happens (starting
+    the driver and hosts, restoring the checkpoint, the rounds), counts once and restarts
+    from the last checkpoint: a second death during recovery is retried like the first."""
+
+    def __init__(self, start: Callable[[dict[str, Any] | None], Any], restore_from: dict[str, Any] | None,
+                 max_failures: int, say: Callable[[str], None]) -> None:
+        self.start = start
+        """Starts a driver, restored from the checkpoint it is given (None: none)."""
+        self.restore_from = restore_from
+        self.max_failures = max_failures
+        self.say = say
+        self.fed: Any = None
+        """The driver (None: not started yet, or closed after a failure)."""
+        self.failures = 0
+
+    def run_rounds(self, rounds: int, watch: Observers, rows: list[Row], ckpt: checkpoint.Checkpointer | None,
+                   info: RunInfo, roll_back: Callable[[int], None]) -> str:
+        """The run's status once its rounds up to `rounds` ran (engine/loop.py), the driver
+        started first and, after each actor failure, again from the last checkpoint, once
+        `roll_back(its round)` dropped what came after it."""
+        started = False
+        while True:
+            try:
+                if self.fed is None:
+                    self.fed = self.start(self.restore_from)
+                    self.restore_from = None  # restored: its client states need not stay in memory
+                    if not started:
+                        started = True
+                        watch.on_start(info)
+                return run_rounds(self.fed, rounds, watch, rows, boundary=ckpt.every if ckpt else None,
+                                  call_seconds=ROUNDS_CALL_SECONDS if isinstance(self.fed, RemoteDriver) else 0.0)
+            except ACTOR_FAILURES as exc:
+                self.failures += 1
+                last = ckpt.round if ckpt is not None else None
+                if last is None or self.failures > self.max_failures:
+                    raise
+                where = f"at round {rows[-1]['round'] + 1 if rows else 0}" if self.fed is not None else \
+                    f"while restarting from the checkpoint of round {last}"
+                self.say(f"raycompo: {describe(exc)} {where}; restarting the actors from the checkpoint of round "
+                         f"{last} (failure {self.failures} of at most {self.max_failures})")
+                self.close()
+                self.fed = None
+                roll_back(last)
+                # read back from disk when the run has a folder (see Checkpointer.latest)
+                self.restore_from = ckpt.latest()
+
+    def close(self) -> None:
+        """Close the driver, if one was started."""
+        _close(self.fed)
+
+
+def _roll_back(rows: list[Row], writer: RunWriter | None, kept: KeptClients | None, costs: KeptCosts,
+               last: int) -> None:
+    """Drop what the rounds after `last` left (rows, the folder's files, the kept clients
+    and costs): the replay from the checkpoint of round `last` makes them again."""
+    rows[:] = [r for r in rows if r["round"] <= last]
+    if writer is not None:
+        writer.truncate(last)
+    if kept is not None:
+        kept.records[:] = [c for c in kept.records if c.round <= last]
+    costs.rows[:] = [r for r in costs.rows if r["round"] <= last]
+
+
+def _mark_end(marks: Observers, exc: BaseException, rows: list[Row]) -> None:
+    """Record how the run ended: 'interrupted' on Ctrl-C or SIGTERM (signals.Interrupted),
+    else its failure `exc`."""
+    if isinstance(exc, KeyboardInterrupt):
+        marks.on_end("interrupted", rows[-1] if rows else {})
+    else:
+        marks.on_failure(exc, rows[-1] if rows else {})
+
+
+def _result(status: str, rows: list[Row], config: dict[str, Any], out: str | None, writer: RunWriter | None,
+            costs: KeptCosts, kept: KeptClients | None) -> RunResult:
+    """What `run` returns: config.json as the folder holds it (without one: `config` with
+    the status and the final row)."""
     if writer is not None:
         config = writer.config
     else:
