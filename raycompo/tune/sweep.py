@@ -414,18 +414,9 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     `stop_after`: stop the sweep (as Ctrl-C does) once this many trials have finished.
     `trackers`: 'mlflow' / 'wandb': each trial also logged there by Ray Tune's own
     callbacks (raycompo/watch/trackers.py), into the sweep folder by default."""
-    import logging
-
-    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's own tables off (verbose=0): one line per trial instead
-    for name in ("ray.tune", "ray.air", "ray.train", "tensorboardX"):  # tensorboardX: "NaN or Inf found" of diverged trials
-        logging.getLogger(name).setLevel(logging.ERROR)
-    import optuna
+    _import_tune_quietly()
     from ray import tune
-    from ray.tune.search.optuna import OptunaSearch
 
-    from raycompo.configuration.config import resolve
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     opts = meta["options"]
     metric, mode = meta["metric"], meta["mode"]
     if not store.exists():
@@ -443,54 +434,12 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     counter = {"done": 0}
     max_conc = max_concurrent or opts.get("max_concurrent")
     if not quiet:
-        already = sum(len(t["finished"]) for t in todo.values())
-        print(f"sweep {space.name}: task {meta['task']}, {opts['search']} search, {meta['rounds']} rounds per trial, "
-              f"{total} trial(s) to run" + (f" ({already} already done)" if already else "") +
-              f", backend {opts['backend']}; results in {store.dir}", file=stream or sys.stderr, flush=True)
+        _announce(space, meta, store, todo, total, stream)
     interrupted, tune_path = False, None
     if total:
-        first = meta["algorithms"][0]
-        n = resolve(space.run_config(first, space.grid(first)[0], full=opts["full"], data_dir=opts["data_dir"])).n_clients
-        per, hosts = host_plan(n, opts["hosts_per_trial"])
-        ray_backend = get_backend(opts["backend"]).uses_ray
-        bases = {
-            algo: space.run_config(algo, {}, full=opts["full"], rounds=meta["rounds"], seed=meta["seed"],
-                                   backend=opts["backend"], data_dir=opts["data_dir"],
-                                   clients_per_actor=per if ray_backend else None,
-                                   cpus_per_actor=opts["cpus_per_actor"], gpus_per_actor=opts["gpus_per_actor"]).to_dict()
-            for algo in meta["algorithms"]
-        }
-        # The user's own classes travel with every trial (pickled by value where they are not
-        # installed packages), so a trial on a node without the user's files still finds them.
-        spec = TrialSpec(bases=bases, metric=metric, mode=mode, hosts=hosts, reuse_hosts=opts.get("reuse_hosts", True),
-                         classes=loaded(plugin_specs(space)))
-        pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
-        trainable = tune.with_resources(tune.with_parameters(run_trial, spec=spec), pgf)
-        searchers: dict[str, Any] = {}
-        for algo, t in todo.items():
-            if t["n"] == 0:
-                continue
-            if opts["search"] == "grid" or not space.algorithms[algo]:
-                # nothing swept (`fedavg: {}`): its one configuration, the defaults, is the grid
-                todo_points = t["todo"] if t["todo"] is not None else space.grid(algo)
-                searchers[algo] = ListSearcher(todo_points, metric=metric, mode=mode)
-                continue
-            dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.algorithms[algo].items()}
-            finished = t["finished"]
-            inner = OptunaSearch(
-                space=dist, metric=metric, mode=mode, seed=opts.get("optuna_seed", 0),
-                points_to_evaluate=[p for p, _ in finished] or None,
-                evaluated_rewards=[v for _, v in finished] or None,
-            )
-            searchers[algo] = UniqueSearcher(inner, {point_key(p): v for p, v in finished}, metric=metric, mode=mode)
-        searcher = PerAlgorithmSearcher(searchers, {a: t["n"] for a, t in todo.items()}, metric=metric, mode=mode)
-        scheduler = None
-        if opts["scheduler"] == "asha":
-            from ray.tune.schedulers import ASHAScheduler
-
-            max_t = meta["rounds"] + 1  # reports: round 0 .. rounds
-            scheduler = ASHAScheduler(time_attr="training_iteration", max_t=max_t,
-                                      grace_period=max(1, min(max_t, max_t // 5)), reduction_factor=3)
+        trainable = _trainable(space, meta)
+        searcher = _searcher(space, meta, todo)
+        scheduler = _asha(meta["rounds"]) if opts["scheduler"] == "asha" else None
         recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
         loggers = tune_loggers()
         if trackers:
@@ -519,6 +468,102 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
                 progress.close()
         tune_path = grid.experiment_path
         interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
+    return _outcome(space, meta, store, interrupted, counter["done"], tune_path)
+
+
+def _import_tune_quietly() -> None:
+    """Import Ray Tune and Optuna with their own output turned down: Tune's tables and
+    logs, tensorboardX's warnings and Optuna's notes (the sweep prints one line per trial)."""
+    import logging
+
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's own tables off (verbose=0): one line per trial instead
+    for name in ("ray.tune", "ray.air", "ray.train", "tensorboardX"):  # tensorboardX: "NaN or Inf found" of diverged trials
+        logging.getLogger(name).setLevel(logging.ERROR)
+    import optuna
+    from ray import tune  # noqa: F401  (imported once its loggers are quiet)
+    from ray.tune.search.optuna import OptunaSearch  # noqa: F401
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _announce(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, dict[str, Any]], total: int,
+              stream) -> None:
+    """The sweep's first line: its task, search, rounds, trials to run (and done), backend and folder."""
+    opts = meta["options"]
+    already = sum(len(t["finished"]) for t in todo.values())
+    print(f"sweep {space.name}: task {meta['task']}, {opts['search']} search, {meta['rounds']} rounds per trial, "
+          f"{total} trial(s) to run" + (f" ({already} already done)" if already else "") +
+          f", backend {opts['backend']}; results in {store.dir}", file=stream or sys.stderr, flush=True)
+
+
+def _trainable(space: Space, meta: dict[str, Any]) -> Any:
+    """Tune's trainable: `run_trial` with every algorithm's base RunConfig, in a placement
+    group that holds one trial's driver and hosts."""
+    from ray import tune
+
+    from raycompo.configuration.config import resolve
+
+    opts = meta["options"]
+    first = meta["algorithms"][0]
+    n = resolve(space.run_config(first, space.grid(first)[0], full=opts["full"], data_dir=opts["data_dir"])).n_clients
+    per, hosts = host_plan(n, opts["hosts_per_trial"])
+    ray_backend = get_backend(opts["backend"]).uses_ray
+    bases = {
+        algo: space.run_config(algo, {}, full=opts["full"], rounds=meta["rounds"], seed=meta["seed"],
+                               backend=opts["backend"], data_dir=opts["data_dir"],
+                               clients_per_actor=per if ray_backend else None,
+                               cpus_per_actor=opts["cpus_per_actor"], gpus_per_actor=opts["gpus_per_actor"]).to_dict()
+        for algo in meta["algorithms"]
+    }
+    # The user's own classes travel with every trial (pickled by value where they are not
+    # installed packages), so a trial on a node without the user's files still finds them.
+    spec = TrialSpec(bases=bases, metric=meta["metric"], mode=meta["mode"], hosts=hosts,
+                     reuse_hosts=opts.get("reuse_hosts", True), classes=loaded(plugin_specs(space)))
+    pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
+    return tune.with_resources(tune.with_parameters(run_trial, spec=spec), pgf)
+
+
+def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]]) -> PerAlgorithmSearcher:
+    """The trials left, algorithm by algorithm: the grid points not yet run (ListSearcher),
+    or Optuna's samples warm-started with the finished trials, never one twice (UniqueSearcher)."""
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    opts = meta["options"]
+    metric, mode = meta["metric"], meta["mode"]
+    searchers: dict[str, Any] = {}
+    for algo, t in todo.items():
+        if t["n"] == 0:
+            continue
+        if opts["search"] == "grid" or not space.algorithms[algo]:
+            # nothing swept (`fedavg: {}`): its one configuration, the defaults, is the grid
+            todo_points = t["todo"] if t["todo"] is not None else space.grid(algo)
+            searchers[algo] = ListSearcher(todo_points, metric=metric, mode=mode)
+            continue
+        dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.algorithms[algo].items()}
+        finished = t["finished"]
+        inner = OptunaSearch(
+            space=dist, metric=metric, mode=mode, seed=opts.get("optuna_seed", 0),
+            points_to_evaluate=[p for p, _ in finished] or None,
+            evaluated_rewards=[v for _, v in finished] or None,
+        )
+        searchers[algo] = UniqueSearcher(inner, {point_key(p): v for p, v in finished}, metric=metric, mode=mode)
+    return PerAlgorithmSearcher(searchers, {a: t["n"] for a, t in todo.items()}, metric=metric, mode=mode)
+
+
+def _asha(rounds: int) -> Any:
+    """`--scheduler asha`: ASHA over the trials' reports (round 0 .. `rounds`)."""
+    from ray.tune.schedulers import ASHAScheduler
+
+    max_t = rounds + 1  # reports: round 0 .. rounds
+    return ASHAScheduler(time_attr="training_iteration", max_t=max_t,
+                         grace_period=max(1, min(max_t, max_t // 5)), reduction_factor=3)
+
+
+def _outcome(space: Space, meta: dict[str, Any], store: SweepStore, interrupted: bool, ran: int,
+             tune_path: str | None) -> SweepOutcome:
+    """What the sweep came to, its metrics and best settings written: what is left, the
+    best table, the trials by status, TensorBoard's folder."""
     store.forget_unfinished()
     left = sum(t["n"] for t in plan(space, meta, store).values())
     interrupted = interrupted or left > 0  # Ctrl-C, --stop-after, or failed trials: --resume runs the rest
@@ -528,7 +573,7 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     counts = store.trials()["status"].value_counts().to_dict() if store.trials_path.exists() else {}
     events = store.dir / "tune"  # TensorBoard's files of every run of the sweep (tensorboardX)
     tensorboard = str(events) if events.is_dir() and next(events.rglob("events.out.tfevents*"), None) else None
-    return SweepOutcome(store, best, interrupted, counter["done"], table, counts, left, tune_path, tensorboard)
+    return SweepOutcome(store, best, interrupted, ran, table, counts, left, tune_path, tensorboard)
 
 
 def _stop_after_class():
