@@ -168,6 +168,24 @@ def plan_placement(cfg, n_clients: int, resources: dict | None = None, nodes: li
         raise ConfigError(f"a run needs at least one client, got {n_clients}")
     cpus, gpus = float(cfg.cpus_per_actor), float(cfg.gpus_per_actor)
     per = cfg.clients_per_actor
+    _check_host_resources(cpus, gpus)
+    node_list, total_cpu, total_gpu = _cluster(resources, nodes)
+    shape = f"{len(node_list)} node{'s' if len(node_list) != 1 else ''}, {total_cpu:g} CPUs, {total_gpu:g} GPUs"
+    _check_one_host_fits(node_list, cpus, gpus, total_gpu, shape)
+    capacity = sum(_node_capacity(n, cpus, gpus) for n in node_list)
+    per_actor = _clients_per_actor(per, n_clients, cpus, gpus, total_cpu, total_gpu, capacity)
+    blocks = _blocks(n_clients, per_actor)
+    hosts = len(blocks)
+    if hosts > capacity:
+        raise _does_not_fit(node_list, n_clients, per_actor, hosts, cpus, gpus, capacity, shape)
+    strategy = "PACK" if gpus > 0 else "SPREAD"
+    node_ids = _pack(node_list, hosts, cpus, gpus) if strategy == "PACK" else [None] * hosts
+    cluster = {"CPU": total_cpu, "GPU": total_gpu, "nodes": len(node_list), "capacity_hosts": capacity}
+    return Placement(blocks, cpus, gpus, strategy, node_ids, extra_bundles, per is None, cluster)
+
+
+def _check_host_resources(cpus: float, gpus: float) -> None:
+    """ConfigError for a host's CPUs and GPUs that Ray cannot give any actor."""
     if cpus <= 0:
         raise ConfigError(f"--cpus-per-actor must be > 0, got {cpus:g}")
     if gpus < 0:
@@ -175,6 +193,11 @@ def plan_placement(cfg, n_clients: int, resources: dict | None = None, nodes: li
     if gpus > 1 and abs(gpus - round(gpus)) > EPS:
         raise ConfigError(f"--gpus-per-actor {gpus:g}: Ray accepts a fraction below 1 or a whole number of GPUs; "
                           f"use --gpus-per-actor {math.floor(gpus)} or {math.ceil(gpus)}")
+
+
+def _cluster(resources: dict | None, nodes: list[dict] | None) -> tuple[list[dict[str, Any]], float, float]:
+    """(the alive nodes, the total CPUs, the total GPUs) of the cluster: given, or the
+    connected Ray cluster's; resources without nodes are one node holding them all."""
     node_list = _alive_nodes(nodes)
     if resources is None:
         if nodes is not None:
@@ -186,11 +209,14 @@ def plan_placement(cfg, n_clients: int, resources: dict | None = None, nodes: li
     total_cpu, total_gpu = float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
     if not node_list:  # resources only: one node holding them all
         node_list = [{"id": None, "CPU": total_cpu, "GPU": total_gpu}]
+    return node_list, total_cpu, total_gpu
+
+
+def _check_one_host_fits(node_list: list[dict[str, Any]], cpus: float, gpus: float, total_gpu: float,
+                         shape: str) -> None:
+    """ConfigError unless the resources a single host needs exist on one node."""
     max_cpu = max(n["CPU"] for n in node_list)
     max_gpu = max(n["GPU"] for n in node_list)
-    shape = f"{len(node_list)} node{'s' if len(node_list) != 1 else ''}, {total_cpu:g} CPUs, {total_gpu:g} GPUs"
-
-    # Resources a single host needs must exist on one node.
     if gpus > 0 and total_gpu <= 0:
         raise ConfigError(f"--gpus-per-actor {gpus:g} asks for GPUs but the cluster has none ({shape}); "
                           f"use --gpus-per-actor 0 (the same code runs on the CPU), or join a GPU cluster with --address")
@@ -203,7 +229,10 @@ def plan_placement(cfg, n_clients: int, resources: dict | None = None, nodes: li
         raise ConfigError(f"--cpus-per-actor {cpus:g} is more than any node has (at most {max_cpu:g} CPUs on one node; "
                           f"{shape}); {fix}")
 
-    capacity = sum(_node_capacity(n, cpus, gpus) for n in node_list)
+
+def _clients_per_actor(per: int | None, n_clients: int, cpus: float, gpus: float, total_cpu: float,
+                       total_gpu: float, capacity: int) -> int:
+    """The clients of one host: `per` as given, or (None) spread over the hosts the cluster holds."""
     if per is None:
         # The former auto_clients_per_actor's numbers, capped by what fits node by node.
         if gpus > 0:
@@ -211,45 +240,47 @@ def plan_placement(cfg, n_clients: int, resources: dict | None = None, nodes: li
         else:
             slots = _fits(total_cpu, cpus)
         slots = max(1, min(slots, capacity, n_clients))
-        per_actor = math.ceil(n_clients / slots)
-    else:
-        per_actor = int(per)
-        if per_actor < 1:
-            raise ConfigError(f"--clients-per-actor must be >= 1, got {per}")
-    blocks = _blocks(n_clients, per_actor)
-    hosts = len(blocks)
-    if hosts > capacity:
-        fewer = math.ceil(n_clients / max(1, capacity))
-        if gpus > 0:
-            share = _largest_share(node_list, "GPU", hosts, lambda n: _fits(n["CPU"], cpus))
-            cpu_cap = sum(_fits(n["CPU"], cpus) for n in node_list)
-            res_fix = f"--gpus-per-actor {share:g}" if share > 0 and cpu_cap >= hosts else None
-            if res_fix is None or cpu_cap < hosts:
-                cshare = _largest_share(node_list, "CPU", hosts, lambda n: _fits(n["GPU"], gpus))
-                if cshare > 0:
-                    res_fix = (res_fix + " and " if res_fix else "") + f"--cpus-per-actor {cshare:g}"
-            need = f"{hosts} hosts x ({cpus:g} CPU + {gpus:g} GPU)"
-        else:
-            share = _largest_share(node_list, "CPU", hosts, lambda n: 10**12)
-            res_fix = f"--cpus-per-actor {share:g}" if share > 0 else None
-            need = f"{hosts} hosts x {cpus:g} CPU"
-        options = " or ".join(x for x in (res_fix, f"--clients-per-actor {fewer}") if x)
-        raise ConfigError(
-            f"placement does not fit: {n_clients} clients at --clients-per-actor {per_actor} need {need}, "
-            f"but the cluster ({shape}) holds {capacity} such host{'s' if capacity != 1 else ''}; use {options}"
-        )
+        return math.ceil(n_clients / slots)
+    per_actor = int(per)
+    if per_actor < 1:
+        raise ConfigError(f"--clients-per-actor must be >= 1, got {per}")
+    return per_actor
 
-    strategy = "PACK" if gpus > 0 else "SPREAD"
+
+def _does_not_fit(node_list: list[dict[str, Any]], n_clients: int, per_actor: int, hosts: int, cpus: float,
+                  gpus: float, capacity: int, shape: str) -> ConfigError:
+    """The error of `hosts` hosts that the cluster cannot hold, with the numbers that would fit."""
+    fewer = math.ceil(n_clients / max(1, capacity))
+    if gpus > 0:
+        share = _largest_share(node_list, "GPU", hosts, lambda n: _fits(n["CPU"], cpus))
+        cpu_cap = sum(_fits(n["CPU"], cpus) for n in node_list)
+        res_fix = f"--gpus-per-actor {share:g}" if share > 0 and cpu_cap >= hosts else None
+        if res_fix is None or cpu_cap < hosts:
+            cshare = _largest_share(node_list, "CPU", hosts, lambda n: _fits(n["GPU"], gpus))
+            if cshare > 0:
+                res_fix = (res_fix + " and " if res_fix else "") + f"--cpus-per-actor {cshare:g}"
+        need = f"{hosts} hosts x ({cpus:g} CPU + {gpus:g} GPU)"
+    else:
+        share = _largest_share(node_list, "CPU", hosts, lambda n: 10**12)
+        res_fix = f"--cpus-per-actor {share:g}" if share > 0 else None
+        need = f"{hosts} hosts x {cpus:g} CPU"
+    options = " or ".join(x for x in (res_fix, f"--clients-per-actor {fewer}") if x)
+    return ConfigError(
+        f"placement does not fit: {n_clients} clients at --clients-per-actor {per_actor} need {need}, "
+        f"but the cluster ({shape}) holds {capacity} such host{'s' if capacity != 1 else ''}; use {options}"
+    )
+
+
+def _pack(node_list: list[dict[str, Any]], hosts: int, cpus: float, gpus: float) -> list[str | None]:
+    """PACK: the node of each host, filling the GPU nodes one after the other, most GPUs
+    first (ties: the order given)."""
     node_ids: list[str | None] = [None] * hosts
-    if strategy == "PACK":
-        # Fill the GPU nodes one after the other, most GPUs first (ties: the order given).
-        order = sorted(range(len(node_list)), key=lambda i: -node_list[i]["GPU"])
-        j = 0
-        for i in order:
-            for _ in range(_node_capacity(node_list[i], cpus, gpus)):
-                if j == hosts:
-                    break
-                node_ids[j] = node_list[i]["id"]
-                j += 1
-    cluster = {"CPU": total_cpu, "GPU": total_gpu, "nodes": len(node_list), "capacity_hosts": capacity}
-    return Placement(blocks, cpus, gpus, strategy, node_ids, extra_bundles, per is None, cluster)
+    order = sorted(range(len(node_list)), key=lambda i: -node_list[i]["GPU"])
+    j = 0
+    for i in order:
+        for _ in range(_node_capacity(node_list[i], cpus, gpus)):
+            if j == hosts:
+                break
+            node_ids[j] = node_list[i]["id"]
+            j += 1
+    return node_ids
