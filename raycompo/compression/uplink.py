@@ -90,39 +90,33 @@ class Uplink:
         k = len(members)
         if batched and any(isinstance(v, list) and any(isinstance(x, torch.Tensor) for x in v) for v in out.values()):
             return self._member_by_member(phase, round_, members, out, payload, residuals)
-        rows: dict[str, torch.Tensor] = {}
-        for key, v in out.items():
-            if isinstance(v, torch.Tensor):
-                rows[key] = v.detach().reshape(k, -1)
-            elif not batched and isinstance(v, (int, float)) and not isinstance(v, bool):
-                rows[key] = torch.tensor([[float(v)]], dtype=torch.float64)
-            elif batched and isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
-                rows[key] = torch.tensor([float(x) for x in v], dtype=torch.float64).view(k, 1)
+        rows = as_rows(out, k, batched)
         methods = {key: m for key in rows if (m := self.method_of(phase, key, isinstance(out[key], torch.Tensor)))}
-        for key in self.methods:
-            if key != "*" and key in out and key not in rows:
-                raise ConfigError(f"--compress {key}: phase {phase!r} sends {key} as "
-                                  f"{type(out[key]).__name__}, which is not compressed (tensors and numbers are)")
+        self._check_compressible(phase, out, rows)
         touched = set(methods) | (set(rows) if self.clip is not None else set())
         if not touched:
             return out, residuals, {}
         sent = {key: self.sent(phase, key) for key in rows}
         weights = {key: rows[s.weight] for key, s in sent.items() if s.weight in rows}
-        moved: dict[str, torch.Tensor] = {}  # what travels: updates or values
-        refs: dict[str, torch.Tensor | None] = {}
-        for key in touched:
-            s = sent[key]
-            if s.is_weight:
-                continue
-            x = rows[key]
-            if s.of is not None:
-                ref = payload.get(s.of)
-                refs[key] = ref.detach().reshape(1, -1).to(x.device, x.dtype) if isinstance(ref, torch.Tensor) else None
-                if key in weights:
-                    x = x / weights[key].to(x.device, x.dtype)
-                if refs[key] is not None:
-                    x = x - refs[key]
-            moved[key] = x
+        moved, refs = what_travels(touched, sent, rows, weights, payload)
+        new_res, encoded = self._compress(phase, round_, members, methods, moved, residuals)
+        if self.clip is not None:
+            moved, weights = clipped(moved, weights, self.clip)
+        return decode(out, moved, sent, refs, weights, rows, k, batched, self.clip is not None), new_res, encoded
+
+    def _check_compressible(self, phase: str, out: dict[str, Any], rows: dict[str, torch.Tensor]) -> None:
+        """ConfigError for a key named by --compress that `phase` sends as neither a tensor nor a number."""
+        for key in self.methods:
+            if key != "*" and key in out and key not in rows:
+                raise ConfigError(f"--compress {key}: phase {phase!r} sends {key} as "
+                                  f"{type(out[key]).__name__}, which is not compressed (tensors and numbers are)")
+
+    def _compress(self, phase: str, round_: int, members: list[tuple[int, int]], methods: dict[str, Method],
+                  moved: dict[str, torch.Tensor], residuals: list[dict[str, torch.Tensor]]
+                  ) -> tuple[list[dict[str, torch.Tensor]], dict[str, list[int]]]:
+        """Step 2: each key of `methods` compressed in `moved`, with error feedback where the
+        method keeps it; (each member's new residuals, {key: each member's encoded bytes})."""
+        k = len(members)
         new_res = [dict(r) for r in residuals]
         encoded: dict[str, list[int]] = {}
         for key, method in methods.items():
@@ -148,23 +142,7 @@ class Uplink:
                     r[name] = left[i].clone()
             moved[key] = c
             encoded[key] = [math.ceil(method.bits(d) / 8)] * k
-        if self.clip is not None:
-            moved, weights = clipped(moved, weights, self.clip)
-        decoded = dict(out)
-        for key, c in moved.items():
-            s = sent[key]
-            if s.of is not None:
-                if refs.get(key) is not None:
-                    c = c + refs[key]
-                if key in weights:
-                    c = c * weights[key].to(c.device, c.dtype)
-            decoded[key] = restore(c, out[key], k, batched)
-        if self.clip is not None:
-            for key, s in sent.items():
-                if s.is_weight:
-                    decoded[key] = restore(torch.ones_like(rows[key]), out[key], k, batched)
-        return decoded, new_res, encoded
-
+        return new_res, encoded
 
     def _member_by_member(self, phase: str, round_: int, members: list[tuple[int, int]], out: dict[str, Any],
                           payload: dict[str, Any], residuals: list[dict[str, torch.Tensor]]) -> Any:
@@ -185,6 +163,43 @@ class Uplink:
         return joined, new_res, encoded
 
 
+def as_rows(out: dict[str, Any], k: int, batched: bool) -> dict[str, torch.Tensor]:
+    """The values of `out` that can be compressed, as rows (k, d): tensors, and numbers (a
+    list of k numbers when `batched`) as float64; any other value is left out."""
+    rows: dict[str, torch.Tensor] = {}
+    for key, v in out.items():
+        if isinstance(v, torch.Tensor):
+            rows[key] = v.detach().reshape(k, -1)
+        elif not batched and isinstance(v, (int, float)) and not isinstance(v, bool):
+            rows[key] = torch.tensor([[float(v)]], dtype=torch.float64)
+        elif batched and isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
+            rows[key] = torch.tensor([float(x) for x in v], dtype=torch.float64).view(k, 1)
+    return rows
+
+
+def what_travels(touched: set[str], sent: dict[str, Sent], rows: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
+                 payload: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor | None]]:
+    """Step 1, for each touched key but the weights: the update x / weight - payload[of] for
+    a key declared an update, x itself otherwise; (those rows, each update's payload[of] as
+    one row, None where the payload lacks it)."""
+    moved: dict[str, torch.Tensor] = {}  # what travels: updates or values
+    refs: dict[str, torch.Tensor | None] = {}
+    for key in touched:
+        s = sent[key]
+        if s.is_weight:
+            continue
+        x = rows[key]
+        if s.of is not None:
+            ref = payload.get(s.of)
+            refs[key] = ref.detach().reshape(1, -1).to(x.device, x.dtype) if isinstance(ref, torch.Tensor) else None
+            if key in weights:
+                x = x / weights[key].to(x.device, x.dtype)
+            if refs[key] is not None:
+                x = x - refs[key]
+        moved[key] = x
+    return moved, refs
+
+
 def clipped(moved: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
             clip: float) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Each member's rows of every key scaled by min(1, clip / ||all its rows||_2), and
@@ -195,6 +210,27 @@ def clipped(moved: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
         scale = (clip / sq.sqrt().clamp_min(1e-300)).clamp(max=1.0)
         moved = {key: v * scale.to(v.device, v.dtype) for key, v in moved.items()}
     return moved, {key: torch.ones_like(w) for key, w in weights.items()}
+
+
+def decode(out: dict[str, Any], moved: dict[str, torch.Tensor], sent: dict[str, Sent],
+           refs: dict[str, torch.Tensor | None], weights: dict[str, torch.Tensor], rows: dict[str, torch.Tensor],
+           k: int, batched: bool, clipping: bool) -> dict[str, Any]:
+    """Step 4, what the server decodes: weight * (payload[of] + c) for an update, c otherwise,
+    each in the form its value came in; with clipping, every weight 1."""
+    result = dict(out)
+    for key, c in moved.items():
+        s = sent[key]
+        if s.of is not None:
+            if refs.get(key) is not None:
+                c = c + refs[key]
+            if key in weights:
+                c = c * weights[key].to(c.device, c.dtype)
+        result[key] = restore(c, out[key], k, batched)
+    if clipping:
+        for key, s in sent.items():
+            if s.is_weight:
+                result[key] = restore(torch.ones_like(rows[key]), out[key], k, batched)
+    return result
 
 
 def restore(rows: torch.Tensor, like: Any, k: int, batched: bool) -> Any:
