@@ -197,40 +197,8 @@ def task_from_clients(
     owner, module = "task_from_clients", _caller_module()
     a = check("raycompo.task_from_clients", locals(), COMMON_ARGS)
     val_fraction, num_classes, partition_seed = a["val_fraction"], a["num_classes"], a["partition_seed"]
-    require(
-        isinstance(clients, Sequence) and len(clients) > 0,
-        "clients must be a non-empty list of (x, y) pairs, one per client",
-    )
-
-    def pairs(items: Sequence, what: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        out = []
-        for i, item in enumerate(items):
-            require(
-                isinstance(item, (tuple, list)) and len(item) == 2,
-                f"{what} {i} must be an (x, y) pair, got {type(item).__name__}",
-            )
-            out.append(checked_pair(item[0], item[1], f"{what} {i}", f"{what} {i}'s features", f"{what} {i}'s labels"))
-        return out
-
-    data = pairs(clients, "client")
-    vals = None
-    if val is None:
-        for i, (_, yi) in enumerate(data):
-            require(len(yi) >= 2, f"client {i} has 1 sample: it needs at least 2 to hold out a validation set (or pass val)")
-    else:
-        require(
-            isinstance(val, Sequence) and len(val) == len(data),
-            f"val must hold one (x_val, y_val) pair per client: {len(data)} clients, "
-            f"got {len(val) if isinstance(val, Sequence) else type(val).__name__}",
-        )
-        vals = pairs(val, "validation data of client")
+    data, vals = _clients_data(clients, val)
     shape = data[0][0].shape[1:]
-    for what, group in (("client", data), ("validation data of client", vals or [])):
-        for i, (xi, _) in enumerate(group):
-            require(
-                xi.shape[1:] == shape,
-                f"{what} {i} has samples of shape {tuple(xi.shape[1:])}, client 0 of shape {tuple(shape)}",
-            )
     everything = data + (vals or [])
     c = _num_classes(num_classes, [yi for _, yi in everything])
     for i, (_, yi) in enumerate(data):
@@ -253,3 +221,45 @@ def task_from_clients(
         module, owner,
         f"Task {name!r} from task_from_clients: {len(data)} clients, {n} training samples, {c} classes.",
     )
+
+
+def _clients_data(clients: Sequence[tuple[Any, Any]], val: Sequence[tuple[Any, Any]] | None
+                  ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], list[tuple[torch.Tensor, torch.Tensor]] | None]:
+    """`task_from_clients`' (x, y) of each client and, with `val`, its validation pair, as
+    tensors, checked: one per-sample shape, and without `val` at least 2 samples per client."""
+    require(
+        isinstance(clients, Sequence) and len(clients) > 0,
+        "clients must be a non-empty list of (x, y) pairs, one per client",
+    )
+    data = _pairs(clients, "client")
+    vals = None
+    if val is None:
+        for i, (_, yi) in enumerate(data):
+            require(len(yi) >= 2, f"client {i} has 1 sample: it needs at least 2 to hold out a validation set (or pass val)")
+    else:
+        require(
+            isinstance(val, Sequence) and len(val) == len(data),
+            f"val must hold one (x_val, y_val) pair per client: {len(data)} clients, "
+            f"got {len(val) if isinstance(val, Sequence) else type(val).__name__}",
+        )
+        vals = _pairs(val, "validation data of client")
+    shape = data[0][0].shape[1:]
+    for what, group in (("client", data), ("validation data of client", vals or [])):
+        for i, (xi, _) in enumerate(group):
+            require(
+                xi.shape[1:] == shape,
+                f"{what} {i} has samples of shape {tuple(xi.shape[1:])}, client 0 of shape {tuple(shape)}",
+            )
+    return data, vals
+
+
+def _pairs(items: Sequence, what: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each item an (x, y) pair of tensors, checked (`what` i names item i in a message)."""
+    out = []
+    for i, item in enumerate(items):
+        require(
+            isinstance(item, (tuple, list)) and len(item) == 2,
+            f"{what} {i} must be an (x, y) pair, got {type(item).__name__}",
+        )
+        out.append(checked_pair(item[0], item[1], f"{what} {i}", f"{what} {i}'s features", f"{what} {i}'s labels"))
+    return out
