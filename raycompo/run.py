@@ -227,34 +227,16 @@ def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
     if args.list:
-        try:
-            print(list_choices(args.task if "--task" in _argv(argv) else None,
-                               args.algo if "--algo" in _argv(argv) else None))
-        except RaycompoError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        return 0
+        return _print_choices(args, argv)
     from raycompo.engine import run
     from raycompo.engine.signals import exit_code
-    from raycompo.runfolder.results import budget_reached, finished
 
     out = args.out
     try:
-        if args.threads is not None and args.threads < 1:
-            raise RaycompoError(f"--threads must be >= 1, got {args.threads}")
-        if args.checkpoint_every is not None and args.checkpoint_every < 1:
-            raise RaycompoError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
-        if args.max_failures < 0:
-            raise RaycompoError(f"--max-failures must be >= 0, got {args.max_failures}")
+        _check_run_options(args)
         if args.resume:
             cfg, out = resume_config(args, sys.argv[1:] if argv is None else argv)
-            done = finished(out, cfg.rounds, cfg.budget)
-            if done is not None:
-                reached = budget_reached(done, cfg.budget)
-                print(f"nothing left to do: {out} is already completed ({done.get('rounds_done')} rounds, {reached}); "
-                      "raise --budget to run more" if reached else
-                      f"nothing left to do: {out} is already completed ({cfg.rounds} rounds); "
-                      f"pass --rounds N with N > {cfg.rounds} to run more")
+            if _already_completed(out, cfg):
                 return 0
         else:
             cfg = config_from_args(args)
@@ -287,6 +269,49 @@ def main(argv: list[str] | None = None) -> int:
         line = text.splitlines()[0] if text else ""
         print(f"run failed: {type(exc).__name__}: {line}{_resume_hint(out)}", file=sys.stderr)
         return EXIT_FAILED
+    return _report(result, cfg, metric, out)
+
+
+def _print_choices(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """`--list`: the tasks, algorithms and their settings (those of `--task` / `--algo` when
+    given); the exit code."""
+    try:
+        print(list_choices(args.task if "--task" in _argv(argv) else None,
+                           args.algo if "--algo" in _argv(argv) else None))
+    except RaycompoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """RaycompoError for --threads, --checkpoint-every or --max-failures out of range."""
+    if args.threads is not None and args.threads < 1:
+        raise RaycompoError(f"--threads must be >= 1, got {args.threads}")
+    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+        raise RaycompoError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+    if args.max_failures < 0:
+        raise RaycompoError(f"--max-failures must be >= 0, got {args.max_failures}")
+
+
+def _already_completed(out: str, cfg: RunConfig) -> bool:
+    """Whether the run in `out` that --resume continues is completed with no more rounds
+    (or budget) asked for; says so."""
+    from raycompo.runfolder.results import budget_reached, finished
+
+    done = finished(out, cfg.rounds, cfg.budget)
+    if done is None:
+        return False
+    reached = budget_reached(done, cfg.budget)
+    print(f"nothing left to do: {out} is already completed ({done.get('rounds_done')} rounds, {reached}); "
+          "raise --budget to run more" if reached else
+          f"nothing left to do: {out} is already completed ({cfg.rounds} rounds); "
+          f"pass --rounds N with N > {cfg.rounds} to run more")
+    return True
+
+
+def _report(result: Any, cfg: RunConfig, metric: str, out: str | None) -> int:
+    """The run's last line (diverged, or done with its headline metric); the exit code."""
     final = result.final
     where = f"; results in {out}" if out else ""
     if result.status == "diverged":
