@@ -177,30 +177,35 @@ def run(
     holds), `.final` (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
     `raycompo.engine.signals.Interrupted` (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
     """
-    from raycompo.configuration.config import RunConfig
-
     a = check("raycompo.run", locals(), run_arguments())  # numpy numbers come back as int / float
     if a["threads"] is not None:
         import torch
 
         torch.set_num_threads(a["threads"])
-    cfg = RunConfig(
-        task=task, algo=algo, rounds=a["rounds"], seed=a["seed"], settings=dict(a["settings"] or {}), backend=backend,
-        clients_per_actor=a["clients_per_actor"], cpus_per_actor=a["cpus_per_actor"],
-        gpus_per_actor=a["gpus_per_actor"], eval_every=a["eval_every"],
-        data_dir=None if data_dir is None else str(data_dir), eval_clients=a["eval_clients"],
-        state_memory_gb=a["state_memory"], host_timeout_s=a["host_timeout"], vectorize=vectorize,
-        vectorize_memory_mb=a["vectorize_memory"],
-        system=None if a["system"] is None else str(a["system"]), aggregation=a["aggregation"],
-        concurrency=a["concurrency"], buffer=a["buffer"],
-        budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  (checked by resolve)
-        compress=_mapping(compress), compress_down=_mapping(compress_down),
-        dp_clip=a["dp_clip"], dp_noise=a["dp_noise"], dp_delta=a["dp_delta"],
-        threads=a["threads"],
-    )
+    cfg = _run_config(a)
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=a["checkpoint_every"], max_failures=a["max_failures"], on_row=on_row,
                 progress=progress, tracker=tracker, observers=observers)
+
+
+def _run_config(a: dict[str, Any]) -> Any:
+    """The RunConfig of `run`'s arguments `a` (checked)."""
+    from raycompo.configuration.config import RunConfig
+
+    return RunConfig(
+        task=a["task"], algo=a["algo"], rounds=a["rounds"], seed=a["seed"], settings=dict(a["settings"] or {}),
+        backend=a["backend"], clients_per_actor=a["clients_per_actor"], cpus_per_actor=a["cpus_per_actor"],
+        gpus_per_actor=a["gpus_per_actor"], eval_every=a["eval_every"],
+        data_dir=None if a["data_dir"] is None else str(a["data_dir"]), eval_clients=a["eval_clients"],
+        state_memory_gb=a["state_memory"], host_timeout_s=a["host_timeout"], vectorize=a["vectorize"],
+        vectorize_memory_mb=a["vectorize_memory"],
+        system=None if a["system"] is None else str(a["system"]), aggregation=a["aggregation"],
+        concurrency=a["concurrency"], buffer=a["buffer"],
+        budget=dict(a["budget"]) if isinstance(a["budget"], Mapping) else a["budget"],  # type: ignore[arg-type]  (checked by resolve)
+        compress=_mapping(a["compress"]), compress_down=_mapping(a["compress_down"]),
+        dp_clip=a["dp_clip"], dp_noise=a["dp_noise"], dp_delta=a["dp_delta"],
+        threads=a["threads"],
+    )
 
 
 def _mapping(value: Any) -> Any:
