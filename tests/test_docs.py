@@ -155,7 +155,7 @@ def test_documented_command(page, command, monkeypatch):
 def test_commands_not_run_here_name_files_that_exist():
     """The commands of NOT_RUN (installs, other programs' servers) are not run, but the files
     they name exist; they are few, each for a reason (no skipped test per command)."""
-    for page, command in NOT_RUN_HERE:
+    for _page, command in NOT_RUN_HERE:
         check_paths(words(command))
     assert len(NOT_RUN_HERE) < len(CHECKED) / 3
 
