@@ -212,6 +212,11 @@ def test_ray_equals_inline(ray_session):
     (dict(aggregation="buffered", system="uniform", settings={"async_alpha": 0.5}), "applies to --aggregation async"),
     (dict(aggregation="async", system="uniform", algo="comfedl", settings={"async_rho": 0.1}), "proximal term"),
     (dict(aggregation="buffered", system="uniform", algo="comfedl", settings={"normalizer": "lse"}), "barrier"),
+    # client-level DP: clipped but never noised nor accounted by the asynchronous path (issue 40)
+    (dict(aggregation="buffered", system="uniform", dp_clip=1.0, dp_noise=1.0),
+     r"--dp-clip / --dp-noise \(client-level DP\) with --aggregation buffered: .*no noise is added to a server step's "
+     r"aggregate and no accountant composes asynchronous steps.*runs with synchronous rounds"),
+    (dict(aggregation="async", system="uniform", dp_clip=1.0), "--dp-clip .* with --aggregation async: not implemented"),
 ])
 def test_configurations_that_cannot_run_are_refused_before_anything_runs(kw, message):
     settings = kw.pop("settings", {})
@@ -226,6 +231,19 @@ def test_feddro_is_refused_with_why_and_the_cli_exits_2():
                         "--backend", "inline", "--system", "uniform", "--aggregation", "buffered", "--concurrency", "2",
                         "--buffer", "3", "--set", "n_clients=12"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "buffer (--buffer, K) = 3 is more than concurrency" in p.stderr
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--dp-clip", "1", "--dp-noise", "1"], "--dp-clip / --dp-noise (client-level DP) with --aggregation buffered"),
+])
+def test_what_the_asynchronous_path_does_not_apply_yet_exits_2_with_one_line(extra, message, capsys):
+    from raycompo.run import main
+
+    code = main(["--task", "synthetic", "--algo", "fedavg", "--rounds", "1", "--backend", "inline", "--quiet",
+                 "--system", "uniform", "--aggregation", "buffered", "--concurrency", "2", "--buffer", "2",
+                 "--set", "n_clients=6", "clients_per_round=2", *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0]
 
 
 # --- clients that leave mid-flight ---------------------------------------------------

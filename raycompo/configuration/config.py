@@ -345,7 +345,8 @@ def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, a
     """The run's asynchronous aggregation (`raycompo.system.aggregation.Plan`), or None for
     'sync'; a ConfigError before anything runs for a configuration that cannot run (K > C,
     no clock, an algorithm without an asynchronous form, FedAsync's rho where the
-    algorithm has no proximal term, no client ever online)."""
+    algorithm has no proximal term, no client ever online, a payload transform the
+    asynchronous path does not apply yet: `check_async_transforms`)."""
     from raycompo.system.aggregation import aggregation_keys, plan
 
     keys = set(aggregation_keys())
@@ -363,10 +364,25 @@ def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, a
     form = algo_cls.asynchronous(algo_settings)
     if isinstance(form, str):
         raise ConfigError(f"--aggregation {p.kind}: {form}")
+    check_async_transforms(cfg, p.kind)
     if p.settings.async_rho > 0 and not form.proximal:
         raise ConfigError(f"setting async_rho (FedAsync's proximal term) needs an algorithm whose local phase reads "
                           f"it; {algo_cls.name}'s does not: leave async_rho at 0")
     return p
+
+
+def check_async_transforms(cfg: RunConfig, kind: str) -> None:
+    """The payload transforms that the asynchronous path (raycompo/engine/asynchronous.py)
+    does not apply yet, refused before anything runs rather than run silently wrong:
+    client-level DP (the updates would be clipped, but no server step's aggregate noised
+    and no step accounted: epsilon would read 0)."""
+    if cfg.dp_clip is not None:
+        raise ConfigError(
+            f"--dp-clip / --dp-noise (client-level DP) with --aggregation {kind}: not implemented for asynchronous "
+            "aggregation yet: the clients' updates would be clipped, but no noise is added to a server step's "
+            "aggregate and no accountant composes asynchronous steps, so the run would not be private and its "
+            "epsilon would read 0. Client-level DP runs with synchronous rounds (leave out --aggregation, "
+            "--concurrency and --buffer)")
 
 
 def check_transforms(cfg: RunConfig, algo_cls: type) -> None:
