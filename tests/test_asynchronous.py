@@ -217,6 +217,10 @@ def test_ray_equals_inline(ray_session):
      r"--dp-clip / --dp-noise \(client-level DP\) with --aggregation buffered: .*no noise is added to a server step's "
      r"aggregate and no accountant composes asynchronous steps.*runs with synchronous rounds"),
     (dict(aggregation="async", system="uniform", dp_clip=1.0), "--dp-clip .* with --aggregation async: not implemented"),
+    # --compress-down: the payload would travel (and be counted) whole (issue 40)
+    (dict(aggregation="buffered", system="uniform", compress_down={"w": "qsgd:255"}),
+     "--compress-down with --aggregation buffered: .*downloads would be sent and counted uncompressed"),
+    (dict(aggregation="async", system="uniform", compress_down={"*": "qsgd:255"}), "--compress-down with --aggregation async"),
 ])
 def test_configurations_that_cannot_run_are_refused_before_anything_runs(kw, message):
     settings = kw.pop("settings", {})
@@ -235,6 +239,7 @@ def test_feddro_is_refused_with_why_and_the_cli_exits_2():
 
 @pytest.mark.parametrize("extra,message", [
     (["--dp-clip", "1", "--dp-noise", "1"], "--dp-clip / --dp-noise (client-level DP) with --aggregation buffered"),
+    (["--compress-down", "w=qsgd:255"], "--compress-down with --aggregation buffered: not implemented"),
 ])
 def test_what_the_asynchronous_path_does_not_apply_yet_exits_2_with_one_line(extra, message, capsys):
     from raycompo.run import main

@@ -375,7 +375,8 @@ def check_async_transforms(cfg: RunConfig, kind: str) -> None:
     """The payload transforms that the asynchronous path (raycompo/engine/asynchronous.py)
     does not apply yet, refused before anything runs rather than run silently wrong:
     client-level DP (the updates would be clipped, but no server step's aggregate noised
-    and no step accounted: epsilon would read 0)."""
+    and no step accounted: epsilon would read 0) and `--compress-down` (the payload would
+    travel whole). `--compress` (uplink) runs."""
     if cfg.dp_clip is not None:
         raise ConfigError(
             f"--dp-clip / --dp-noise (client-level DP) with --aggregation {kind}: not implemented for asynchronous "
@@ -383,6 +384,11 @@ def check_async_transforms(cfg: RunConfig, kind: str) -> None:
             "aggregate and no accountant composes asynchronous steps, so the run would not be private and its "
             "epsilon would read 0. Client-level DP runs with synchronous rounds (leave out --aggregation, "
             "--concurrency and --buffer)")
+    if cfg.compress_down:
+        raise ConfigError(
+            f"--compress-down with --aggregation {kind}: not implemented for asynchronous aggregation yet: the "
+            "model a dispatched client downloads would be sent and counted uncompressed. Compress the downlink "
+            "with synchronous rounds (leave out --aggregation); --compress (the uplink) works with either")
 
 
 def check_transforms(cfg: RunConfig, algo_cls: type) -> None:
