@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import raycompo
-from raycompo.configuration.config import RunConfig
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine import run
 from raycompo.errors import ConfigError
 from raycompo.system.aggregation import AggregationSettings, staleness_weight
@@ -199,6 +199,38 @@ def test_ray_equals_inline(ray_session):
     remote = run(dataclasses.replace(c, backend="ray", clients_per_actor=10, cpus_per_actor=0.5))
     assert_rows_close(inline.rows, remote.rows, tol=1e-6)
     assert [r["sim_time"] for r in inline.rows] == pytest.approx([r["sim_time"] for r in remote.rows], rel=1e-9)
+
+
+# --- what is counted -----------------------------------------------------------------
+@pytest.mark.parametrize("vectorize", ["off", "on"])
+def test_costs_csv_counts_the_encoded_uploads_per_key_as_metrics_bytes_up(vectorize, tmp_path):
+    """Buffered FedAvg with top-k up: each applied update sends nw as top-k's message,
+    k (32 + ceil(log2 d)) bits with k = max(1, floor(0.1 d)), rounded up to bytes, and n as
+    an 8-byte number. costs.csv's per-key upload bytes are those messages (not the decoded
+    d float32 entries), and they sum to metrics.csv's bytes_up, step by step."""
+    import math
+
+    import pandas as pd
+
+    K = 2
+    r = raycompo.run("synthetic", "fedavg", rounds=3, settings=EQUAL, system="uniform", aggregation="buffered",
+                     concurrency=4, buffer=K, compress={"*": "topk:0.1"}, vectorize=vectorize, out=tmp_path / "run")
+    assert r.status == "completed"
+    d = resolve(cfg()).make_task().init_weights().numel()  # the model's entries
+    k = max(1, math.floor(0.1 * d))
+    message = math.ceil(k * (32 + math.ceil(math.log2(d))) / 8)
+    costs = pd.read_csv(tmp_path / "run" / "costs.csv")
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    up = costs[costs["direction"] == "up"]
+    for step in (1, 2, 3):  # uniform: no loss, no staleness bound: K uploads a step
+        mine = up[up["round"] == step].set_index("key")["bytes"].to_dict()
+        assert mine == {"nw": K * message, "n": K * 8}, step
+        grew = metrics.loc[metrics["round"] == step, "bytes_up"].item() - metrics.loc[metrics["round"] == step - 1,
+                                                                                     "bytes_up"].item()
+        assert sum(mine.values()) == grew
+    assert up["bytes"].sum() == metrics["bytes_up"].iloc[-1]
+    down = costs[costs["direction"] == "down"]
+    assert down["bytes"].sum() == metrics["bytes_down"].iloc[-1]
 
 
 # --- what cannot run -----------------------------------------------------------------
