@@ -139,6 +139,38 @@ def test_bad_settings_fail_at_resolution(cfg, match):
         resolve(dataclasses.replace(small_config("fedavg"), **cfg))
 
 
+def test_dp_is_refused_for_an_algorithm_that_draws_its_own_cohorts(capsys):
+    """DRFL draws its cohort with replacement by its mixing weights (`own_cohorts`): one client
+    can be the whole cohort and add its clipped update once per draw, while the accountant
+    assumes m distinct clients drawn uniformly without replacement. Refused before round 0,
+    by the declared property, not by the algorithm's name."""
+    from raycompo.algorithms.drfl import DRFL
+    from raycompo.algorithms.fedavg import FedAvg
+
+    with pytest.raises(ConfigError, match=r"--dp-clip / --dp-noise \(client-level DP\) with algorithm drfl: it draws its "
+                                          r"own cohorts \(its cohort D is drawn with replacement.*m distinct clients "
+                                          r"drawn uniformly without replacement"):
+        raycompo.run("synthetic", "drfl", rounds=1, settings=SYN, dp_clip=1.0, dp_noise=1.0)
+    base = ["--task", "synthetic", "--algo", "drfl", "--rounds", "1", "--backend", "inline", "--quiet",
+            "--set", *[f"{k}={v}" for k, v in SYN.items()]]
+    assert main([*base, "--dp-clip", "1", "--dp-noise", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "it draws its own cohorts" in err[0]
+
+    class OwnDraw(FedAvg):  # any algorithm that declares its own draw
+        name = "fedavg-own-draw"
+        own_cohorts = "it draws its cohort by its own weights, with replacement"
+
+    class EngineDraw(DRFL):
+        name = "drfl-engine-draw"
+        own_cohorts = None
+
+    with pytest.raises(ConfigError, match="algorithm fedavg-own-draw: it draws its own cohorts"):
+        resolve(RunConfig(task="synthetic", algo=OwnDraw, settings=SYN, backend="inline", dp_clip=1.0))
+    resolve(RunConfig(task="synthetic", algo=EngineDraw, settings=SYN, backend="inline", dp_clip=1.0))
+    resolve(RunConfig(task="synthetic", algo="drfl", settings=SYN, backend="inline", compress={"*": "topk:0.1"}))
+
+
 def test_command_line(tmp_path, capsys):
     base = ["--task", "dro-mnist5k", "--algo", "fedavg", "--backend", "inline", "--quiet",
             "--set", *[f"{k}={v}" for k, v in SMALL_DRO.items()]]

@@ -156,7 +156,10 @@ class Algorithm:
     (e.g. DRFL's draw with replacement by its mixing weights), or None. A simulated system
     that chooses cohorts (clients offline part of the time, over-selection, a deadline:
     anything but the engine's own draw) refuses such an algorithm before the first round,
-    with this reason: its cohorts would bypass availability and selection unseen."""
+    with this reason: its cohorts would bypass availability and selection unseen. So does
+    client-level DP (`--dp-clip`): its accountant assumes m distinct clients drawn
+    uniformly without replacement by `ctx.sample`, which a draw with replacement (a client
+    contributing once per draw) or by weights is not."""
     phases: ClassVar[dict[str, str]] = {}
     """Client phase name -> method name, collected from `@client_phase` declarations."""
     batched_phases: ClassVar[dict[str, str]] = {}

@@ -394,8 +394,10 @@ def check_async_transforms(cfg: RunConfig, kind: str) -> None:
 def check_transforms(cfg: RunConfig, algo_cls: type) -> None:
     """`compress`, `compress_down` and the DP settings, before anything runs: known methods
     and parameters (raycompo/compression/methods.py), keys the algorithm sends up (its
-    declared `contributions`; any key where it declares none) and DP values in range;
-    `--budget epsilon` only with DP. ConfigError otherwise."""
+    declared `contributions`; any key where it declares none) and DP values in range; DP
+    only for an algorithm whose cohorts the accountant describes (one that declares
+    `own_cohorts` is refused with it); `--budget epsilon` only with DP. ConfigError
+    otherwise."""
     from raycompo.compression.keys import compressible
     from raycompo.compression.methods import parse_method
     from raycompo.compression.privacy import check_dp
@@ -410,6 +412,15 @@ def check_transforms(cfg: RunConfig, algo_cls: type) -> None:
     for key, text in (cfg.compress_down or {}).items():
         parse_method(text, key)
     dp = check_dp(cfg.dp_clip, cfg.dp_noise, cfg.dp_delta)
+    own = getattr(algo_cls, "own_cohorts", None)
+    if dp is not None and own:
+        raise ConfigError(
+            f"--dp-clip / --dp-noise (client-level DP) with algorithm {algo_cls.name}: it draws its own cohorts "
+            f"({own}), and the accountant assumes each round's members are m distinct clients drawn uniformly "
+            "without replacement through the engine (ctx.sample; raycompo/compression/privacy.py): a client drawn "
+            "several times adds its clipped contribution once per draw, so a round's sensitivity and sampling are "
+            "not what epsilon accounts for. Client-level DP runs with an algorithm that draws its cohort through "
+            "the engine (e.g. fedavg, comfedl)")
     if "epsilon" in (cfg.budget or {}) and dp is None:
         raise ConfigError("budget epsilon needs client-level DP (--dp-clip C --dp-noise z): without it a run has no "
                           "epsilon column")
