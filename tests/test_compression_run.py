@@ -27,13 +27,31 @@ def fed(algo: str = "fedavg", **cfg) -> Federation:
 
 
 def test_without_options_no_transform_and_the_same_columns():
+    """Without --compress, --compress-down and --dp-*: no transform exists, what travels is
+    counted at its dtype's size (nw: d float32 entries, n: an 8-byte number; the payload w:
+    d float32 entries), there is no epsilon column, and the rows are those of a run given the
+    options empty. A compressed key changes the bytes, never the values counted."""
+    d, m = 7850, 4  # dro-mnist5k's logistic model (784 + 1) x 10; SMALL_DRO's 4 clients, all per round
     plain = fed()
     assert plain.transforms is None and plain.pool.host.uplink is None
-    row = plain.run_round()
-    assert "epsilon" not in row and all(c in row for c in COLUMNS)
-    # the same rows as a run whose compression names no key of this exchange
-    other = fed(compress={"nw": "qsgd:255"})
-    assert other.run_round()["values_up"] == row["values_up"]  # values count real values, encoded or not
+    rows = plain.run_rounds(2)
+    assert all("epsilon" not in r and all(c in r for c in COLUMNS) for r in rows)
+    assert [r["bytes_up"] for r in rows] == [t * m * (4 * d + 8) for t in (1, 2)]
+    assert [r["bytes_down"] for r in rows] == [t * m * 4 * d for t in (1, 2)]
+    assert [r["values_up"] for r in rows] == [t * m * (d + 1) for t in (1, 2)]
+    assert {(r["direction"], r["key"], r["bytes"]) for r in rows[0][BREAKDOWN_KEY] if r["round"] == 1} == {
+        ("up", "nw", m * 4 * d), ("up", "n", m * 8), ("down", "w", m * 4 * d)}
+    # the options given empty are no options: the same rows and model, bit for bit
+    empty = fed(compress={}, compress_down={}, dp_clip=None, dp_noise=None)
+    assert empty.transforms is None and empty.pool.host.uplink is None
+    drop = ("round_time", "wall_time")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in empty.run_rounds(2)] == [
+        {k: v for k, v in r.items() if k not in drop} for r in rows]
+    assert torch.equal(empty.w, plain.w)
+    # a compressed key: its encoded message in bytes_up, the same real values in values_up
+    other = fed(compress={"nw": "qsgd:255"}).run_round()
+    assert other["values_up"] == rows[0]["values_up"]
+    assert other["bytes_up"] == m * (math.ceil((32 + d * (1 + 8)) / 8) + 8)
 
 
 def test_bytes_up_count_the_encoded_messages():
