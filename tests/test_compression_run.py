@@ -127,6 +127,19 @@ def test_dp_fedavg_clips_and_noises_with_a_fixed_denominator():
     assert 0 < eps[0] < eps[1] < eps[2] < math.inf
 
 
+@pytest.mark.parametrize("algo,settings,exchanges", [
+    ("fedavg", {"clients_per_round": 2}, 1),
+    ("comfedl", {"clients_per_round": 2, "normalizer": "lse", "gamma": 10.0}, 2),  # f_i(w) for the centre, then models
+])
+def test_a_runs_epsilon_is_the_stated_mechanism_computed_by_the_library(algo, settings, exchanges):
+    from tests.test_compression import stated_mechanism_epsilon
+
+    rows = fed(algo, settings={**SMALL_DRO, "lr": 0.1, **settings}, dp_clip=0.5, dp_noise=1.5).run_rounds(2)
+    assert len(rows) == 2 and not any(r["diverged"] for r in rows)
+    expected = [stated_mechanism_epsilon(4, 2, 0.5, 1.5, 1e-5, [exchanges] * r) for r in (1, 2)]
+    assert [r["epsilon"] for r in rows] == pytest.approx(expected, rel=1e-9)
+
+
 def test_budget_epsilon_ends_the_run():
     res = raycompo.run("dro-mnist5k", "fedavg", rounds=20, settings={**SMALL_DRO, "lr": 0.1},
                        dp_clip=1.0, dp_noise=1.0, budget={"epsilon": 8})
