@@ -91,7 +91,8 @@ def test_fedasync_with_one_client_and_alpha_one_is_sequential_fedavg():
 def test_fedbuff_server_steps_are_the_staleness_weighted_deltas():
     """FedBuff with C = 2, K = 1 on `uniform`: both first clients a, b download w0 and finish
     at the same instant; a (dispatched first) makes step 1 with tau = 0, b step 2 with
-    tau = 1. Recomputed here from their local models y = sum n_i w_i / n_i:
+    tau = 1. The arrival order is read from the events the queue hands out; the steps are
+    recomputed here from the two clients' local models y = sum n_i w_i / n_i:
     w1 = w0 - eta (w0 - y_a), w2 = w1 - eta (1 + 1)^-0.5 (w0 - y_b)."""
     import torch
 
@@ -101,23 +102,36 @@ def test_fedbuff_server_steps_are_the_staleness_weighted_deltas():
     fed = Federation(cfg(settings={"server_lr": eta}, system="uniform", aggregation="buffered", concurrency=2,
                          buffer=1, eval_every=10**6))  # no evaluation: the per-client counters' window stays open
     try:
+        queue = fed.asynchronous.queue
+        popped: list[Event] = []
+        real_pop = queue.pop
+
+        def recording_pop() -> Event:
+            popped.append(real_pop())
+            return popped[-1]
+
+        queue.pop = recording_pop
         w0 = fed.w.clone()
         fed.run_round()
         w1 = fed.w.clone()
         row = fed.run_round()
         w2 = fed.w.clone()
         assert row["staleness_max"] == 1
-        pair = sorted(fed.system.counters["selected"])
-        assert len(pair) == 2
-        out = fed.pool.map("local", 0, {c: 1 for c in pair}, {"w": w0}, False)
-        y = {c: (out[c]["nw"] / out[c]["n"]).to(torch.float64) for c in pair}
+        arrivals = [e for e in popped if e.kind == ARRIVAL]
+        assert len(arrivals) == 2 and all(e.version == 0 and not e.lost for e in arrivals)
+        (first, second) = arrivals
+        assert first.time == second.time and first.seq < second.seq  # equal times: in dispatch order
+        a, b = first.client, second.client
+        assert a != b and sorted(fed.system.counters["selected"]) == sorted((a, b))
+        out = fed.pool.map("local", 0, {a: 1, b: 1}, {"w": w0}, False)
+        y = {c: (out[c]["nw"] / out[c]["n"]).to(torch.float64) for c in (a, b)}
         w0d = w0.to(torch.float64)
-        fits = []
-        for a, b in (pair, pair[::-1]):
-            e1 = w0d - eta * (w0d - y[a])
-            e2 = e1 - eta * 2 ** -0.5 * (w0d - y[b])
-            fits.append(torch.allclose(w1.double(), e1, atol=1e-6) and torch.allclose(w2.double(), e2, atol=1e-6))
-        assert any(fits)
+        e1 = w0d - eta * (w0d - y[a])
+        e2 = e1 - eta * 2 ** -0.5 * (w0d - y[b])
+        torch.testing.assert_close(w1.double(), e1, atol=1e-6, rtol=0)
+        torch.testing.assert_close(w2.double(), e2, atol=1e-6, rtol=0)
+        # the other order would not fit: the two clients' updates differ
+        assert not torch.allclose(w0d - eta * (w0d - y[b]), e1, atol=1e-6)
     finally:
         fed.close()
 
