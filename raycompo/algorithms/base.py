@@ -145,7 +145,9 @@ class Algorithm:
     name: ClassVar[str]
     Settings: ClassVar[type] = LocalSettings
     requires: ClassVar[frozenset[str]] = frozenset({"classification"})
-    """Task capabilities this algorithm needs (`Task.capabilities`)."""
+    """Task capabilities this algorithm needs (`Task.capabilities`, with what they imply:
+    `Task.provided`): name what the algorithm uses (e.g. 'loss', a mean loss and its
+    gradient), not a kind of task it was first written for."""
     contributions: ClassVar[dict[str, dict[str, Sent]]] = {}
     """Client phase -> {contribution key: how it travels} (raycompo/compression/keys.py:
     `VALUE`, `update(of, weight)`, `WEIGHT`): what a client sends up, for `--compress`,
@@ -191,7 +193,7 @@ class Algorithm:
         """Reject a task this algorithm cannot run on (ConfigError), before anything runs.
         The default checks `requires` against the task's declared capabilities (`resolve`
         adds the registered tasks that have them to the message)."""
-        missing = sorted(cls.requires - task_cls.capabilities)
+        missing = sorted(cls.requires - task_cls.provided())
         if missing:
             raise ConfigError(
                 f"algorithm {cls.name} needs a task with {', '.join(missing)}; task {task_cls.name} has "

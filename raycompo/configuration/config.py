@@ -251,9 +251,9 @@ def tasks_that_fit(algo_cls: type, task_cls: type) -> str:
     requires) when `task_cls` lacks one of them, else ''."""
     from raycompo.configuration.plugins import list_tasks
 
-    if algo_cls.requires <= task_cls.capabilities:
+    if algo_cls.requires <= task_cls.provided():
         return ""
-    fits = sorted(n for n, t in list_tasks().items() if algo_cls.requires <= t.capabilities)
+    fits = sorted(n for n, t in list_tasks().items() if algo_cls.requires <= t.provided())
     return f". Tasks that fit: {', '.join(fits)}"
 
 
