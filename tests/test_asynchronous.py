@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import raycompo
-from raycompo.configuration.config import RunConfig
+from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine import run
 from raycompo.errors import ConfigError
 from raycompo.system.aggregation import AggregationSettings, staleness_weight
@@ -91,7 +91,8 @@ def test_fedasync_with_one_client_and_alpha_one_is_sequential_fedavg():
 def test_fedbuff_server_steps_are_the_staleness_weighted_deltas():
     """FedBuff with C = 2, K = 1 on `uniform`: both first clients a, b download w0 and finish
     at the same instant; a (dispatched first) makes step 1 with tau = 0, b step 2 with
-    tau = 1. Recomputed here from their local models y = sum n_i w_i / n_i:
+    tau = 1. The arrival order is read from the events the queue hands out; the steps are
+    recomputed here from the two clients' local models y = sum n_i w_i / n_i:
     w1 = w0 - eta (w0 - y_a), w2 = w1 - eta (1 + 1)^-0.5 (w0 - y_b)."""
     import torch
 
@@ -101,23 +102,36 @@ def test_fedbuff_server_steps_are_the_staleness_weighted_deltas():
     fed = Federation(cfg(settings={"server_lr": eta}, system="uniform", aggregation="buffered", concurrency=2,
                          buffer=1, eval_every=10**6))  # no evaluation: the per-client counters' window stays open
     try:
+        queue = fed.asynchronous.queue
+        popped: list[Event] = []
+        real_pop = queue.pop
+
+        def recording_pop() -> Event:
+            popped.append(real_pop())
+            return popped[-1]
+
+        queue.pop = recording_pop
         w0 = fed.w.clone()
         fed.run_round()
         w1 = fed.w.clone()
         row = fed.run_round()
         w2 = fed.w.clone()
         assert row["staleness_max"] == 1
-        pair = sorted(fed.system.counters["selected"])
-        assert len(pair) == 2
-        out = fed.pool.map("local", 0, {c: 1 for c in pair}, {"w": w0}, False)
-        y = {c: (out[c]["nw"] / out[c]["n"]).to(torch.float64) for c in pair}
+        arrivals = [e for e in popped if e.kind == ARRIVAL]
+        assert len(arrivals) == 2 and all(e.version == 0 and not e.lost for e in arrivals)
+        (first, second) = arrivals
+        assert first.time == second.time and first.seq < second.seq  # equal times: in dispatch order
+        a, b = first.client, second.client
+        assert a != b and sorted(fed.system.counters["selected"]) == sorted((a, b))
+        out = fed.pool.map("local", 0, {a: 1, b: 1}, {"w": w0}, False)
+        y = {c: (out[c]["nw"] / out[c]["n"]).to(torch.float64) for c in (a, b)}
         w0d = w0.to(torch.float64)
-        fits = []
-        for a, b in (pair, pair[::-1]):
-            e1 = w0d - eta * (w0d - y[a])
-            e2 = e1 - eta * 2 ** -0.5 * (w0d - y[b])
-            fits.append(torch.allclose(w1.double(), e1, atol=1e-6) and torch.allclose(w2.double(), e2, atol=1e-6))
-        assert any(fits)
+        e1 = w0d - eta * (w0d - y[a])
+        e2 = e1 - eta * 2 ** -0.5 * (w0d - y[b])
+        torch.testing.assert_close(w1.double(), e1, atol=1e-6, rtol=0)
+        torch.testing.assert_close(w2.double(), e2, atol=1e-6, rtol=0)
+        # the other order would not fit: the two clients' updates differ
+        assert not torch.allclose(w0d - eta * (w0d - y[b]), e1, atol=1e-6)
     finally:
         fed.close()
 
@@ -201,6 +215,38 @@ def test_ray_equals_inline(ray_session):
     assert [r["sim_time"] for r in inline.rows] == pytest.approx([r["sim_time"] for r in remote.rows], rel=1e-9)
 
 
+# --- what is counted -----------------------------------------------------------------
+@pytest.mark.parametrize("vectorize", ["off", "on"])
+def test_costs_csv_counts_the_encoded_uploads_per_key_as_metrics_bytes_up(vectorize, tmp_path):
+    """Buffered FedAvg with top-k up: each applied update sends nw as top-k's message,
+    k (32 + ceil(log2 d)) bits with k = max(1, floor(0.1 d)), rounded up to bytes, and n as
+    an 8-byte number. costs.csv's per-key upload bytes are those messages (not the decoded
+    d float32 entries), and they sum to metrics.csv's bytes_up, step by step."""
+    import math
+
+    import pandas as pd
+
+    K = 2
+    r = raycompo.run("synthetic", "fedavg", rounds=3, settings=EQUAL, system="uniform", aggregation="buffered",
+                     concurrency=4, buffer=K, compress={"*": "topk:0.1"}, vectorize=vectorize, out=tmp_path / "run")
+    assert r.status == "completed"
+    d = resolve(cfg()).make_task().init_weights().numel()  # the model's entries
+    k = max(1, math.floor(0.1 * d))
+    message = math.ceil(k * (32 + math.ceil(math.log2(d))) / 8)
+    costs = pd.read_csv(tmp_path / "run" / "costs.csv")
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    up = costs[costs["direction"] == "up"]
+    for step in (1, 2, 3):  # uniform: no loss, no staleness bound: K uploads a step
+        mine = up[up["round"] == step].set_index("key")["bytes"].to_dict()
+        assert mine == {"nw": K * message, "n": K * 8}, step
+        grew = metrics.loc[metrics["round"] == step, "bytes_up"].item() - metrics.loc[metrics["round"] == step - 1,
+                                                                                     "bytes_up"].item()
+        assert sum(mine.values()) == grew
+    assert up["bytes"].sum() == metrics["bytes_up"].iloc[-1]
+    down = costs[costs["direction"] == "down"]
+    assert down["bytes"].sum() == metrics["bytes_down"].iloc[-1]
+
+
 # --- what cannot run -----------------------------------------------------------------
 @pytest.mark.parametrize("kw,message", [
     (dict(aggregation="buffered", system="uniform", concurrency=2, buffer=3), "is more than concurrency"),
@@ -212,6 +258,15 @@ def test_ray_equals_inline(ray_session):
     (dict(aggregation="buffered", system="uniform", settings={"async_alpha": 0.5}), "applies to --aggregation async"),
     (dict(aggregation="async", system="uniform", algo="comfedl", settings={"async_rho": 0.1}), "proximal term"),
     (dict(aggregation="buffered", system="uniform", algo="comfedl", settings={"normalizer": "lse"}), "barrier"),
+    # client-level DP: clipped but never noised nor accounted by the asynchronous path (issue 40)
+    (dict(aggregation="buffered", system="uniform", dp_clip=1.0, dp_noise=1.0),
+     r"--dp-clip / --dp-noise \(client-level DP\) with --aggregation buffered: .*no noise is added to a server step's "
+     r"aggregate and no accountant composes asynchronous steps.*runs with synchronous rounds"),
+    (dict(aggregation="async", system="uniform", dp_clip=1.0), "--dp-clip .* with --aggregation async: not implemented"),
+    # --compress-down: the payload would travel (and be counted) whole (issue 40)
+    (dict(aggregation="buffered", system="uniform", compress_down={"w": "qsgd:255"}),
+     "--compress-down with --aggregation buffered: .*downloads would be sent and counted uncompressed"),
+    (dict(aggregation="async", system="uniform", compress_down={"*": "qsgd:255"}), "--compress-down with --aggregation async"),
 ])
 def test_configurations_that_cannot_run_are_refused_before_anything_runs(kw, message):
     settings = kw.pop("settings", {})
@@ -226,6 +281,20 @@ def test_feddro_is_refused_with_why_and_the_cli_exits_2():
                         "--backend", "inline", "--system", "uniform", "--aggregation", "buffered", "--concurrency", "2",
                         "--buffer", "3", "--set", "n_clients=12"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "buffer (--buffer, K) = 3 is more than concurrency" in p.stderr
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--dp-clip", "1", "--dp-noise", "1"], "--dp-clip / --dp-noise (client-level DP) with --aggregation buffered"),
+    (["--compress-down", "w=qsgd:255"], "--compress-down with --aggregation buffered: not implemented"),
+])
+def test_what_the_asynchronous_path_does_not_apply_yet_exits_2_with_one_line(extra, message, capsys):
+    from raycompo.run import main
+
+    code = main(["--task", "synthetic", "--algo", "fedavg", "--rounds", "1", "--backend", "inline", "--quiet",
+                 "--system", "uniform", "--aggregation", "buffered", "--concurrency", "2", "--buffer", "2",
+                 "--set", "n_clients=6", "clients_per_round=2", *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0]
 
 
 # --- clients that leave mid-flight ---------------------------------------------------

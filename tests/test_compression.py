@@ -104,19 +104,43 @@ def test_accountant_matches_dp_accountings_documented_gaussian_value():
     assert acc.epsilon() == pytest.approx(1.0, abs=1e-4)
 
 
-def test_accountant_composes_the_librarys_subsampled_events():
+def stated_mechanism_epsilon(n: int, m: int, clip: float, z: float, delta: float, exchanges: list[int]) -> float:
+    """epsilon at delta of the mechanism docs/compression.md states, computed by dp-accounting
+    from first principles: each round samples m of n clients uniformly WITHOUT replacement
+    (fixed size; the replace-one relation, n public) and releases E noised sums of the
+    cohort's clipped contributions. Replacing one client's data moves a sum by at most 2C
+    (its old contribution out, the new one in), the noise's standard deviation is z C, so one
+    release is a Gaussian mechanism of multiplier z C / (2 C). E releases on the same sample
+    are one Gaussian mechanism on their concatenation: L2 sensitivity 2C sqrt(E), the same
+    noise, multiplier z C / (2 C sqrt(E)). With m = n: no sampling."""
+    from collections import Counter
+
     from dp_accounting import dp_event, rdp
 
-    n, m, z, delta, rounds = 100, 10, 1.1, 1e-5, 20
-    acc = Accountant(n, DpSettings(1.0, z, delta))
-    for r in range(1, rounds + 1):
-        acc.exchange(r, m)
-        acc.close_round(r)
     lib = rdp.RdpAccountant(neighboring_relation=rdp.rdp_privacy_accountant.NeighborRel.REPLACE_ONE)
-    lib.compose(dp_event.SampledWithoutReplacementDpEvent(n, m, dp_event.GaussianDpEvent(z / 2)), rounds)
-    assert acc.epsilon() == pytest.approx(lib.get_epsilon(delta), rel=1e-9)
-    again = Accountant(n, DpSettings(1.0, z, delta))
-    again.load(acc.state(), rounds)  # a checkpoint's state rebuilds it
+    sigma, sensitivity = z * clip, 2 * clip
+    for e, rounds in sorted(Counter(exchanges).items()):
+        gaussian = dp_event.GaussianDpEvent(sigma / (sensitivity * math.sqrt(e)))
+        lib.compose(gaussian if m == n else dp_event.SampledWithoutReplacementDpEvent(n, m, gaussian), rounds)
+    return lib.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("n,m,exchanges", [
+    (100, 10, [1] * 20),  # one noised exchange a round (FedAvg)
+    (100, 10, [2, 1, 3, 2, 2, 1]),  # several on one cohort (ComFedL's values then models, FedDRO's I + 1)
+    (12, 12, [2, 2, 1]),  # every client each round: the Gaussians alone
+])
+def test_accountant_is_the_stated_mechanism_computed_by_the_library(n, m, exchanges):
+    clip, z, delta = 0.5, 1.1, 1e-5
+    acc = Accountant(n, DpSettings(clip, z, delta))
+    for r, e in enumerate(exchanges, 1):
+        for _ in range(e):
+            acc.exchange(r, m)
+        acc.close_round(r)
+    assert acc.epsilon() == pytest.approx(stated_mechanism_epsilon(n, m, clip, z, delta, exchanges), rel=1e-9)
+    assert acc.epsilon() > stated_mechanism_epsilon(n, m, clip, z, delta, [1] * len(exchanges)) or set(exchanges) == {1}
+    again = Accountant(n, DpSettings(clip, z, delta))
+    again.load(acc.state(), len(exchanges))  # a checkpoint's state rebuilds it
     assert again.epsilon() == acc.epsilon()
 
 

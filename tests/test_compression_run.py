@@ -27,13 +27,31 @@ def fed(algo: str = "fedavg", **cfg) -> Federation:
 
 
 def test_without_options_no_transform_and_the_same_columns():
+    """Without --compress, --compress-down and --dp-*: no transform exists, what travels is
+    counted at its dtype's size (nw: d float32 entries, n: an 8-byte number; the payload w:
+    d float32 entries), there is no epsilon column, and the rows are those of a run given the
+    options empty. A compressed key changes the bytes, never the values counted."""
+    d, m = 7850, 4  # dro-mnist5k's logistic model (784 + 1) x 10; SMALL_DRO's 4 clients, all per round
     plain = fed()
     assert plain.transforms is None and plain.pool.host.uplink is None
-    row = plain.run_round()
-    assert "epsilon" not in row and all(c in row for c in COLUMNS)
-    # the same rows as a run whose compression names no key of this exchange
-    other = fed(compress={"nw": "qsgd:255"})
-    assert other.run_round()["values_up"] == row["values_up"]  # values count real values, encoded or not
+    rows = plain.run_rounds(2)
+    assert all("epsilon" not in r and all(c in r for c in COLUMNS) for r in rows)
+    assert [r["bytes_up"] for r in rows] == [t * m * (4 * d + 8) for t in (1, 2)]
+    assert [r["bytes_down"] for r in rows] == [t * m * 4 * d for t in (1, 2)]
+    assert [r["values_up"] for r in rows] == [t * m * (d + 1) for t in (1, 2)]
+    assert {(r["direction"], r["key"], r["bytes"]) for r in rows[0][BREAKDOWN_KEY] if r["round"] == 1} == {
+        ("up", "nw", m * 4 * d), ("up", "n", m * 8), ("down", "w", m * 4 * d)}
+    # the options given empty are no options: the same rows and model, bit for bit
+    empty = fed(compress={}, compress_down={}, dp_clip=None, dp_noise=None)
+    assert empty.transforms is None and empty.pool.host.uplink is None
+    drop = ("round_time", "wall_time")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in empty.run_rounds(2)] == [
+        {k: v for k, v in r.items() if k not in drop} for r in rows]
+    assert torch.equal(empty.w, plain.w)
+    # a compressed key: its encoded message in bytes_up, the same real values in values_up
+    other = fed(compress={"nw": "qsgd:255"}).run_round()
+    assert other["values_up"] == rows[0]["values_up"]
+    assert other["bytes_up"] == m * (math.ceil((32 + d * (1 + 8)) / 8) + 8)
 
 
 def test_bytes_up_count_the_encoded_messages():
@@ -109,6 +127,19 @@ def test_dp_fedavg_clips_and_noises_with_a_fixed_denominator():
     assert 0 < eps[0] < eps[1] < eps[2] < math.inf
 
 
+@pytest.mark.parametrize("algo,settings,exchanges", [
+    ("fedavg", {"clients_per_round": 2}, 1),
+    ("comfedl", {"clients_per_round": 2, "normalizer": "lse", "gamma": 10.0}, 2),  # f_i(w) for the centre, then models
+])
+def test_a_runs_epsilon_is_the_stated_mechanism_computed_by_the_library(algo, settings, exchanges):
+    from tests.test_compression import stated_mechanism_epsilon
+
+    rows = fed(algo, settings={**SMALL_DRO, "lr": 0.1, **settings}, dp_clip=0.5, dp_noise=1.5).run_rounds(2)
+    assert len(rows) == 2 and not any(r["diverged"] for r in rows)
+    expected = [stated_mechanism_epsilon(4, 2, 0.5, 1.5, 1e-5, [exchanges] * r) for r in (1, 2)]
+    assert [r["epsilon"] for r in rows] == pytest.approx(expected, rel=1e-9)
+
+
 def test_budget_epsilon_ends_the_run():
     res = raycompo.run("dro-mnist5k", "fedavg", rounds=20, settings={**SMALL_DRO, "lr": 0.1},
                        dp_clip=1.0, dp_noise=1.0, budget={"epsilon": 8})
@@ -137,6 +168,38 @@ def test_compress_down_counts_the_encoded_payload():
 def test_bad_settings_fail_at_resolution(cfg, match):
     with pytest.raises(ConfigError, match=match):
         resolve(dataclasses.replace(small_config("fedavg"), **cfg))
+
+
+def test_dp_is_refused_for_an_algorithm_that_draws_its_own_cohorts(capsys):
+    """DRFL draws its cohort with replacement by its mixing weights (`own_cohorts`): one client
+    can be the whole cohort and add its clipped update once per draw, while the accountant
+    assumes m distinct clients drawn uniformly without replacement. Refused before round 0,
+    by the declared property, not by the algorithm's name."""
+    from raycompo.algorithms.drfl import DRFL
+    from raycompo.algorithms.fedavg import FedAvg
+
+    with pytest.raises(ConfigError, match=r"--dp-clip / --dp-noise \(client-level DP\) with algorithm drfl: it draws its "
+                                          r"own cohorts \(its cohort D is drawn with replacement.*m distinct clients "
+                                          r"drawn uniformly without replacement"):
+        raycompo.run("synthetic", "drfl", rounds=1, settings=SYN, dp_clip=1.0, dp_noise=1.0)
+    base = ["--task", "synthetic", "--algo", "drfl", "--rounds", "1", "--backend", "inline", "--quiet",
+            "--set", *[f"{k}={v}" for k, v in SYN.items()]]
+    assert main([*base, "--dp-clip", "1", "--dp-noise", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "it draws its own cohorts" in err[0]
+
+    class OwnDraw(FedAvg):  # any algorithm that declares its own draw
+        name = "fedavg-own-draw"
+        own_cohorts = "it draws its cohort by its own weights, with replacement"
+
+    class EngineDraw(DRFL):
+        name = "drfl-engine-draw"
+        own_cohorts = None
+
+    with pytest.raises(ConfigError, match="algorithm fedavg-own-draw: it draws its own cohorts"):
+        resolve(RunConfig(task="synthetic", algo=OwnDraw, settings=SYN, backend="inline", dp_clip=1.0))
+    resolve(RunConfig(task="synthetic", algo=EngineDraw, settings=SYN, backend="inline", dp_clip=1.0))
+    resolve(RunConfig(task="synthetic", algo="drfl", settings=SYN, backend="inline", compress={"*": "topk:0.1"}))
 
 
 def test_command_line(tmp_path, capsys):

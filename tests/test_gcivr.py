@@ -100,5 +100,5 @@ def test_settings_are_checked():
         run(synth("gcivr", full_every=0))
     with pytest.raises(ConfigError, match="unknown setting.*full_every"):
         run(synth("unconstrained", full_every=5))
-    with pytest.raises(ConfigError, match="fedavg needs a task with classification"):
+    with pytest.raises(ConfigError, match="fedavg needs a task with loss; task fair-synth has global_composition"):
         run(RunConfig(task="fair-synth", algo="fedavg", settings={}, backend="inline"))

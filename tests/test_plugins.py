@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -224,3 +225,84 @@ def test_config_does_not_import_the_engine():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          timeout=120).stdout
     assert out.strip() == "[]"
+
+
+# --- a regression task: an algorithm asks for what it uses, not for a kind of task -------
+@dataclass
+class LeastSquaresSettings:
+    n_clients: int = 5
+    n_features: int = 4
+    samples: int = 24
+    """Training and validation samples per client (equal: FedAvg's n_i-weighted mean is the plain one)."""
+
+    def validate(self) -> None:
+        raycompo.require(self.n_clients >= 1 and self.samples >= 2, "n_clients >= 1 and samples >= 2")
+
+
+class LeastSquares(raycompo.Task):
+    """y = x w* + noise, half the squared error: a loss and its gradient, no classes, no
+    accuracy. It declares 'loss' only."""
+
+    name = "least-squares"
+    Settings = LeastSquaresSettings
+    capabilities = frozenset({"loss"})
+    default_metric = ("val_loss_worst", "min")
+    worst = {"train_loss": "max", "val_loss": "max"}
+
+    @property
+    def n_clients(self) -> int:
+        return self.settings.n_clients
+
+    def build_module(self):
+        import torch
+
+        return torch.nn.Linear(self.settings.n_features, 1)
+
+    def partition(self):
+        import torch
+
+        s = self.settings
+        g = torch.Generator().manual_seed(self.seed)
+        w_true = torch.randn(s.n_features, 1, generator=g)
+
+        def draw():
+            x = torch.randn(s.samples, s.n_features, generator=g)
+            return x, x @ w_true + 0.1 * torch.randn(s.samples, 1, generator=g)
+
+        return [raycompo.ClientData(c, *draw(), *draw()) for c in range(s.n_clients)]
+
+    def loss(self, w, batch):
+        x, y = batch
+        return 0.5 * ((self.model(w, x) - y) ** 2).mean()
+
+    def evaluate(self, w, client):
+        import torch
+
+        with torch.no_grad():
+            return {"train_loss": float(self.loss(w, (client.x, client.y))),
+                    "val_loss": float(self.loss(w, (client.x_val, client.y_val)))}
+
+
+def test_fedavg_runs_a_least_squares_task_synchronously_and_buffered():
+    """FedAvg uses a loss and its gradient, and so do FedBuff and FedAsync (its local phase):
+    a task that declares 'loss' alone runs them, evaluated by its loss (no accuracy column).
+    With C = K = n equal, always-online clients, constant weight and eta_g = 1, FedBuff's
+    rows are the synchronous ones. An algorithm that needs a classifier still says so."""
+    from tests.helpers import assert_rows_close
+
+    settings = {"tau": 2, "lr": 0.1, "batch_size": 8}
+    sync = raycompo.run(LeastSquares, "fedavg", rounds=4, settings=settings, system="uniform")
+    assert sync.status == "completed" and "val_acc" not in sync.metrics.columns
+    loss = sync.metrics["val_loss_worst"]
+    assert loss.iloc[-1] < loss.iloc[0] / 2
+    buff = raycompo.run(LeastSquares, "fedavg", rounds=4, settings={**settings, "staleness": "constant"},
+                        system="uniform", aggregation="buffered", concurrency=5, buffer=5)
+    keep = [c for c in sync.rows[0] if c not in ("round_time", "wall_time", "sim_time", "exchanges")]
+    assert_rows_close([{k: r[k] for k in keep} for r in sync.rows], [{k: r[k] for k in keep} for r in buff.rows],
+                      tol=1e-6)
+    fa = raycompo.run(LeastSquares, "fedavg", rounds=3, settings=settings, system="uniform", aggregation="async",
+                      concurrency=2)
+    assert fa.status == "completed" and fa.metrics["train_loss"].iloc[-1] < fa.metrics["train_loss"].iloc[0]
+    with pytest.raises(ConfigError, match="algorithm ditto needs a task with classification; task least-squares has "
+                                          "loss"):
+        raycompo.run(LeastSquares, "ditto", rounds=1, settings=settings)

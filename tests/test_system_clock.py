@@ -185,6 +185,13 @@ def test_state_round_trip_continues_the_same_clock():
     touched = sorted({c for cohort, _ in full for c in cohort})
     assert b.client_columns(touched) == ref.client_columns(touched)
     assert full[-1][1]["sim_time"] > 0 and not math.isnan(full[-1][1]["wasted_s"])
+    # the checkpoint's keys are those it always had (older checkpoints load), each part's own state inside
+    st = a.state()
+    assert set(st) == {"profile", "profile_record", "now", "wasted_s", "workload", "dropped_costs", "counters"}
+    assert {k: st[k] for k in ("now", "workload")} == a.clock.state() and st["wasted_s"] == a.totals.state()["wasted_s"]
+    clock = System(prof, 7, 10**6, D, 4 * D).clock
+    clock.load(a.clock.state())
+    assert (clock.now, clock.workload) == (a.clock.now, a.clock.workload)
     with pytest.raises(ConfigError, match=r"taken with profile 'mobile' and this run has profile 'uniform', which "
                                           r"differ: name 'mobile' there, 'uniform' here; availability.kind 'diurnal' "
                                           r"there, 'always' here"):

@@ -145,7 +145,9 @@ class Algorithm:
     name: ClassVar[str]
     Settings: ClassVar[type] = LocalSettings
     requires: ClassVar[frozenset[str]] = frozenset({"classification"})
-    """Task capabilities this algorithm needs (`Task.capabilities`)."""
+    """Task capabilities this algorithm needs (`Task.capabilities`, with what they imply:
+    `Task.provided`): name what the algorithm uses (e.g. 'loss', a mean loss and its
+    gradient), not a kind of task it was first written for."""
     contributions: ClassVar[dict[str, dict[str, Sent]]] = {}
     """Client phase -> {contribution key: how it travels} (raycompo/compression/keys.py:
     `VALUE`, `update(of, weight)`, `WEIGHT`): what a client sends up, for `--compress`,
@@ -156,7 +158,10 @@ class Algorithm:
     (e.g. DRFL's draw with replacement by its mixing weights), or None. A simulated system
     that chooses cohorts (clients offline part of the time, over-selection, a deadline:
     anything but the engine's own draw) refuses such an algorithm before the first round,
-    with this reason: its cohorts would bypass availability and selection unseen."""
+    with this reason: its cohorts would bypass availability and selection unseen. So does
+    client-level DP (`--dp-clip`): its accountant assumes m distinct clients drawn
+    uniformly without replacement by `ctx.sample`, which a draw with replacement (a client
+    contributing once per draw) or by weights is not."""
     phases: ClassVar[dict[str, str]] = {}
     """Client phase name -> method name, collected from `@client_phase` declarations."""
     batched_phases: ClassVar[dict[str, str]] = {}
@@ -188,7 +193,7 @@ class Algorithm:
         """Reject a task this algorithm cannot run on (ConfigError), before anything runs.
         The default checks `requires` against the task's declared capabilities (`resolve`
         adds the registered tasks that have them to the message)."""
-        missing = sorted(cls.requires - task_cls.capabilities)
+        missing = sorted(cls.requires - task_cls.provided())
         if missing:
             raise ConfigError(
                 f"algorithm {cls.name} needs a task with {', '.join(missing)}; task {task_cls.name} has "

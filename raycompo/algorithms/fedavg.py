@@ -35,6 +35,10 @@ class FedAvgSettings(LocalSettings):
 class FedAvg(Algorithm):
     name = "fedavg"
     Settings = FedAvgSettings
+    requires = frozenset({"loss"})
+    """What it uses: a mean loss on the clients' batches and its gradient (local SGD), and
+    the task's evaluation; any such task, classification or regression (FedBuff and
+    FedAsync run the same local phase)."""
     contributions = {"local": {"nw": update("w", weight="n"), "n": WEIGHT}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
 

@@ -16,8 +16,9 @@ the server reconstructs from the message) and says how many bits one row's messa
   rand-k is unscaled (the error-feedback form: no d/k factor).
 * `sign` (scaled sign, Karimireddy et al. 2019): (||x||_1 / d) sign(x): d bits and one float.
 
-topk, randk and sign are biased and run with error feedback (`FEEDBACK`,
-raycompo/compression/feedback.py). Pure torch; the random draws come from generators the
+topk, randk and sign are biased and run with error feedback (`FEEDBACK`; the residuals are
+kept and applied by raycompo/compression/uplink.py, in the client's state under
+`RESIDUALS`). Pure torch; the random draws come from generators the
 caller keys (seed, client, round, exchange, key).
 """
 

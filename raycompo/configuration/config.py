@@ -251,9 +251,9 @@ def tasks_that_fit(algo_cls: type, task_cls: type) -> str:
     requires) when `task_cls` lacks one of them, else ''."""
     from raycompo.configuration.plugins import list_tasks
 
-    if algo_cls.requires <= task_cls.capabilities:
+    if algo_cls.requires <= task_cls.provided():
         return ""
-    fits = sorted(n for n, t in list_tasks().items() if algo_cls.requires <= t.capabilities)
+    fits = sorted(n for n, t in list_tasks().items() if algo_cls.requires <= t.provided())
     return f". Tasks that fit: {', '.join(fits)}"
 
 
@@ -345,7 +345,8 @@ def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, a
     """The run's asynchronous aggregation (`raycompo.system.aggregation.Plan`), or None for
     'sync'; a ConfigError before anything runs for a configuration that cannot run (K > C,
     no clock, an algorithm without an asynchronous form, FedAsync's rho where the
-    algorithm has no proximal term, no client ever online)."""
+    algorithm has no proximal term, no client ever online, a payload transform the
+    asynchronous path does not apply yet: `check_async_transforms`)."""
     from raycompo.system.aggregation import aggregation_keys, plan
 
     keys = set(aggregation_keys())
@@ -363,17 +364,40 @@ def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, a
     form = algo_cls.asynchronous(algo_settings)
     if isinstance(form, str):
         raise ConfigError(f"--aggregation {p.kind}: {form}")
+    check_async_transforms(cfg, p.kind)
     if p.settings.async_rho > 0 and not form.proximal:
         raise ConfigError(f"setting async_rho (FedAsync's proximal term) needs an algorithm whose local phase reads "
                           f"it; {algo_cls.name}'s does not: leave async_rho at 0")
     return p
 
 
+def check_async_transforms(cfg: RunConfig, kind: str) -> None:
+    """The payload transforms that the asynchronous path (raycompo/engine/asynchronous.py)
+    does not apply yet, refused before anything runs rather than run silently wrong:
+    client-level DP (the updates would be clipped, but no server step's aggregate noised
+    and no step accounted: epsilon would read 0) and `--compress-down` (the payload would
+    travel whole). `--compress` (uplink) runs."""
+    if cfg.dp_clip is not None:
+        raise ConfigError(
+            f"--dp-clip / --dp-noise (client-level DP) with --aggregation {kind}: not implemented for asynchronous "
+            "aggregation yet: the clients' updates would be clipped, but no noise is added to a server step's "
+            "aggregate and no accountant composes asynchronous steps, so the run would not be private and its "
+            "epsilon would read 0. Client-level DP runs with synchronous rounds (leave out --aggregation, "
+            "--concurrency and --buffer)")
+    if cfg.compress_down:
+        raise ConfigError(
+            f"--compress-down with --aggregation {kind}: not implemented for asynchronous aggregation yet: the "
+            "model a dispatched client downloads would be sent and counted uncompressed. Compress the downlink "
+            "with synchronous rounds (leave out --aggregation); --compress (the uplink) works with either")
+
+
 def check_transforms(cfg: RunConfig, algo_cls: type) -> None:
     """`compress`, `compress_down` and the DP settings, before anything runs: known methods
     and parameters (raycompo/compression/methods.py), keys the algorithm sends up (its
-    declared `contributions`; any key where it declares none) and DP values in range;
-    `--budget epsilon` only with DP. ConfigError otherwise."""
+    declared `contributions`; any key where it declares none) and DP values in range; DP
+    only for an algorithm whose cohorts the accountant describes (one that declares
+    `own_cohorts` is refused with it); `--budget epsilon` only with DP. ConfigError
+    otherwise."""
     from raycompo.compression.keys import compressible
     from raycompo.compression.methods import parse_method
     from raycompo.compression.privacy import check_dp
@@ -388,6 +412,15 @@ def check_transforms(cfg: RunConfig, algo_cls: type) -> None:
     for key, text in (cfg.compress_down or {}).items():
         parse_method(text, key)
     dp = check_dp(cfg.dp_clip, cfg.dp_noise, cfg.dp_delta)
+    own = getattr(algo_cls, "own_cohorts", None)
+    if dp is not None and own:
+        raise ConfigError(
+            f"--dp-clip / --dp-noise (client-level DP) with algorithm {algo_cls.name}: it draws its own cohorts "
+            f"({own}), and the accountant assumes each round's members are m distinct clients drawn uniformly "
+            "without replacement through the engine (ctx.sample; raycompo/compression/privacy.py): a client drawn "
+            "several times adds its clipped contribution once per draw, so a round's sensitivity and sampling are "
+            "not what epsilon accounts for. Client-level DP runs with an algorithm that draws its cohort through "
+            "the engine (e.g. fedavg, comfedl)")
     if "epsilon" in (cfg.budget or {}) and dp is None:
         raise ConfigError("budget epsilon needs client-level DP (--dp-clip C --dp-noise z): without it a run has no "
                           "epsilon column")

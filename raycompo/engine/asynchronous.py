@@ -215,7 +215,8 @@ class AsyncServer:
                     else:
                         y[name] = yi
                 i = row[c]
-                up = count_by_key(contribution)
+                up = count_by_key(contribution)  # the decoded contribution: a compressed key's bytes are its message's
+                up.update({key: (up[key][0], size) for key, size in costs.encoded.get(c, {}).items()})
                 calls = costs.oracle_calls[i] if costs.oracle_calls else 0
                 cost = {"samples": costs.samples[i], "oracle_calls": calls, "values_up": costs.values_up[i], "bytes_up": costs.bytes_up[i],
                         "down": down, "up": up}

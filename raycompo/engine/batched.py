@@ -172,9 +172,10 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
             new_states = [with_residuals(st, res) for st, res in zip(new_states, residuals)]
         if costs is not None:
             for i, ((cid, mult), c, before, sizes) in enumerate(zip(chunk, ctxs, read, member_sizes(out, len(chunk)))):
-                if encoded:
-                    sizes = {**sizes, **{key: (sizes[key][0], size[i]) for key, size in encoded.items()}}
-                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes, calls[i] * mult)
+                mine = {key: size[i] for key, size in encoded.items()}
+                if mine:
+                    sizes = {**sizes, **{key: (sizes[key][0], size) for key, size in mine.items()}}
+                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes, calls[i] * mult, mine)
         for (cid, _), st in zip(chunk, new_states):
             host.keep_state(cid, st)
         if reduce:

@@ -225,7 +225,7 @@ class Host:
             if costs is not None:  # the contribution as sent, before the float64 pre-reduction
                 sizes = count_by_key(out)
                 sizes.update({key: (sizes[key][0], size) for key, (size,) in encoded.items()})
-                costs.add(cid, mult, read * mult, sizes, calls * mult)
+                costs.add(cid, mult, read * mult, sizes, calls * mult, {key: size for key, (size,) in encoded.items()})
             self.keep_state(cid, new_state)
             if reduce:
                 add_into(result, out, float(mult))

@@ -86,11 +86,18 @@ class MemberCosts:
     bytes_up: list[int] = field(default_factory=list)
     by_key: dict[str, list[int]] = field(default_factory=dict)
     """{key: [values, bytes]} summed over this host's members."""
+    encoded: dict[int, dict[str, int]] = field(default_factory=dict)
+    """{client: {key: bytes of one message}} of the keys sent compressed (`--compress`):
+    what a caller that records each member apart (the asynchronous path) needs, since a
+    member's contribution as returned is the decoded one. Empty without compression."""
 
-    def add(self, cid: int, mult: int, samples: int, per_key: dict[str, tuple[int, int]], oracle_calls: int = 0) -> None:
+    def add(self, cid: int, mult: int, samples: int, per_key: dict[str, tuple[int, int]], oracle_calls: int = 0,
+            encoded: dict[str, int] | None = None) -> None:
         """Member `cid` (drawn `mult` times) read `samples` and made `oracle_calls` (all its
         work, multiplicity included) and returned one contribution of `per_key` (values,
-        bytes) per key."""
+        bytes) per key; `encoded`: the keys of those bytes that are compressed messages."""
+        if encoded:
+            self.encoded[cid] = encoded
         values = size = 0
         for key, (v, b) in per_key.items():
             values += v
@@ -118,6 +125,7 @@ class MemberCosts:
             acc = self.by_key.setdefault(key, [0, 0])
             acc[0] += v
             acc[1] += b
+        self.encoded.update(other.encoded)
 
 
 def exchange_cost(round_: int, phase: str, index: int, counts: dict[int, int], payload: dict[str, Any],

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -127,6 +128,18 @@ class Clock:
         rates = tuple(self.devices.rate_arrays(clients))
         times = round_time(rates, self.workload)  # type: ignore[arg-type]
         return times.tolist() if isinstance(times, np.ndarray) else [times] * len(clients)  # no work: 0.0 each
+
+    def state(self) -> dict[str, Any]:
+        """Plain numbers for a checkpoint: `now` and the last round's `workload` (each
+        exchange's samples, bytes down, bytes up, data samples, oracle calls)."""
+        return {"now": self.now,
+                "workload": [[w.samples, w.bytes_down, w.bytes_up, w.data_samples, w.oracle_calls]
+                             for w in self.workload]}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Continue from `state()` (a checkpoint's; the round in progress is not in it)."""
+        self.now = float(state["now"])
+        self.workload = [Workload(*map(float, w)) for w in state["workload"]]
 
     def wait_until(self, t: float) -> None:
         self.now = t

@@ -100,6 +100,14 @@ class RunTotals:
         self.dropped_round += len(wasted_s)
         self.wasted_s = total
 
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the cumulative `wasted_s` (`dropped_round` is the round
+        in progress's, 0 at a round boundary)."""
+        return {"wasted_s": self.wasted_s}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.wasted_s = float(state["wasted_s"])
+
     def columns(self, sim_time: float) -> dict[str, Any]:
         """The row's system columns, by the names `costs.SYSTEM_COLUMNS` holds (but the
         dropped candidates' costs, `dropped.DroppedCosts`)."""

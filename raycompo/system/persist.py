@@ -8,16 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from raycompo.errors import ConfigError
-from raycompo.system.clock import Workload
 from raycompo.system.profile import used
 
 
 def state(system: Any) -> dict[str, Any]:
-    """Plain numbers and lists of `system` (a `simulator.System`)."""
+    """Plain numbers and lists of `system` (a `simulator.System`), each part's own `state()`
+    under the keys checkpoints have always had: the clock's `now` and `workload`, the
+    totals' `wasted_s`, `dropped_costs`, `counters`."""
     return {"profile": system.profile.name, "profile_record": system.profile.record(),
-            "now": system.clock.now, "wasted_s": system.totals.wasted_s,
-            "workload": [[w.samples, w.bytes_down, w.bytes_up, w.data_samples, w.oracle_calls]
-                         for w in system.clock.workload],
+            **system.clock.state(), **system.totals.state(),
             "dropped_costs": system.dropped_costs.state(),
             "counters": system.counters.state()}
 
@@ -44,9 +43,8 @@ def load(system: Any, st: dict[str, Any]) -> None:
                           f"has profile {system.profile.name!r}, which differ: {shown}. Its clock and counters are "
                           "that profile's: resume with the profile the run was started with (config.json's "
                           "system_profile), or start a new run (another --out)")
-    system.clock.now = float(st["now"])
-    system.totals.wasted_s = float(st["wasted_s"])
-    system.clock.workload = [Workload(*map(float, w)) for w in st["workload"]]
+    system.clock.load(st)
+    system.totals.load(st)
     system.dropped_costs.load(st.get("dropped_costs"))
     counters = st.get("counters")
     if isinstance(counters, dict) and "events" in counters:

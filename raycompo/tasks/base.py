@@ -130,6 +130,11 @@ def _sample(x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, size: int | 
     return x[idx], y[idx]
 
 
+IMPLIED: dict[str, frozenset[str]] = {"classification": frozenset({"loss"})}
+"""Capabilities that another one implies (`Task.provided`): a task declared
+'classification' has the mean loss and evaluation that 'loss' names."""
+
+
 class Task:
     """Base class of a federated task. Subclasses set `name`, `Settings`, and build data."""
 
@@ -141,11 +146,15 @@ class Task:
     default_metric: ClassVar[tuple[str, str]] = ("val_acc_worst", "max")
     """The metric a sweep optimizes by default, and its mode."""
     capabilities: ClassVar[frozenset[str]] = frozenset()
-    """What algorithms may rely on (each algorithm's `requires` is checked against it):
-    'classification' (cross-entropy `loss` on (x, y) batches, ClientData clients),
-    'sample_losses' (`sample_losses(w, batch)`), 'composition' (`composition(...)`, a
-    local compositional problem per task), 'task_ids' (a finite set of training tasks with
-    keys), 'global_composition' (`global_composition(settings)`)."""
+    """What algorithms may rely on (each algorithm's `requires` is checked against it, with
+    what each capability implies: `provided`): 'loss' (a mean `loss(w, batch)` on the
+    batches its ClientData clients hand out, differentiable in w, and `evaluate(w, client)`
+    with at least train_loss and val_loss: what local SGD and FedAvg use, e.g. a
+    least-squares regression), 'classification' (a cross-entropy `loss` on (x, y) batches,
+    accuracies in `evaluate`; implies 'loss'), 'sample_losses' (`sample_losses(w, batch)`),
+    'composition' (`composition(...)`, a local compositional problem per task), 'task_ids'
+    (a finite set of training tasks with keys), 'global_composition'
+    (`global_composition(settings)`)."""
     worst: ClassVar[dict[str, str]] = {"train_loss": "max", "val_loss": "max", "train_acc": "min", "val_acc": "min"}
     """Per-client metrics that also get a worst-client column `<key>_worst`, and whether the
     worst client is the one with the highest ('max') or lowest ('min') value. Metrics not
@@ -154,6 +163,13 @@ class Task:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         wrap_oracles(cls, ORACLES, GRADIENT_ORACLES)  # a task's own oracles are counted too
+
+    @classmethod
+    def provided(cls) -> frozenset[str]:
+        """`capabilities` with what they imply (`IMPLIED`: a classification task has a
+        loss): what an algorithm's `requires` is checked against."""
+        caps = frozenset(cls.capabilities)
+        return caps.union(*(IMPLIED.get(c, frozenset()) for c in caps))
 
     def __init__(self, settings: Any, seed: int, data_dir: str | None = None):
         self.settings = settings
