@@ -207,6 +207,7 @@ def test_a_run_interrupted_mid_way_resumes_to_the_uninterrupted_rows(tmp_path):
     assert (tmp_path / "k" / "costs.csv").read_text() == straight.costs.to_csv(index=False)
 
 
+@pytest.mark.slow
 def test_ray_equals_inline(ray_session):
     c = cfg(rounds=3, settings={"n_clients": 20}, eval_every=3, **MOBILE)
     inline = run(c)

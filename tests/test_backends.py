@@ -67,6 +67,7 @@ def test_error_inside_host_actors_reaches_the_caller_and_actors_end(ray_session)
             ray.get_actor(name, namespace="failing-hosts")
 
 
+@pytest.mark.slow
 def test_hosts_start_beside_the_driver_and_end_with_it_even_if_it_died(ray_session):
     """start_driver creates the host actors in this process while the driver actor starts
     (engine/driver.py, host_actors.PrestartedHosts): the driver runs on exactly those hosts,

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from raycompo.bench.recovery import main
 from raycompo.engine import runner
+
+pytestmark = pytest.mark.slow  # every test here: see docs/development.md
 
 
 def test_recovery_timeline_is_per_round_and_the_rows_match(ray_session, capsys):

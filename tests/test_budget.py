@@ -86,6 +86,7 @@ def test_costs_file_and_result_hold_the_per_key_breakdown(tmp_path):
     assert small_run(rounds=2).costs.equals(result.costs)
 
 
+@pytest.mark.slow
 def test_a_ray_driver_stops_at_the_same_round(ray_session):
     # the driver actor runs several rounds per call (engine/loop.py): the budget is checked
     # there, so the run ends at the round the inline run ends at

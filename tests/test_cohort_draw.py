@@ -71,6 +71,7 @@ def test_o_m_draw_is_roughly_uniform():
     assert all(abs(c - exp_pair) < 0.3 * exp_pair for c in pairs.values())
 
 
+@pytest.mark.slow
 def test_ray_equals_inline_above_the_threshold(ray_session):
     n = 4 * RANDPERM_MAX_CLIENTS
     cfg = RunConfig(task="synthetic", algo="fedavg", rounds=2, backend="inline", eval_every=1, eval_clients=5,

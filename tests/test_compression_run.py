@@ -223,6 +223,7 @@ def synthetic(**kw) -> RunConfig:
     return RunConfig(task="synthetic", algo="fedavg", rounds=2, backend="inline", settings=SYSTEM_FEDAVG, **kw)
 
 
+@pytest.mark.slow
 def test_ray_equals_inline_with_compression_and_dp(ray_session):
     from raycompo.engine import run
     from tests.helpers import assert_rows_close

@@ -3,6 +3,7 @@ per-round metrics as the inline reference on the same seed, Ditto's personal mod
 
 import dataclasses
 
+import pytest
 import torch
 
 from raycompo.engine import run
@@ -16,6 +17,7 @@ def _on_ray(cfg, clients_per_actor=10):
     )
 
 
+@pytest.mark.slow
 def test_comfedl_damaml_ray_matches_inline(ray_session):
     cfg = tiny_config("comfedl-damaml", rounds=2, lr=0.05, gamma=2.0)
     inline, ray_run = run(cfg), run(_on_ray(cfg))

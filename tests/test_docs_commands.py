@@ -1,4 +1,5 @@
-"""Every command that README.md and docs/*.md show in a fenced ```bash block runs.
+"""Every command that README.md and docs/*.md show in a fenced ```bash block runs (the slow
+tier: `python -m pytest -m slow`; tests/test_docs.py parses each in the default run).
 
 tests/test_docs.py parses the commands; this file runs them, each in a process of its own
 with a time limit (forked from a server that has imported torch, Ray and raycompo once:
@@ -382,6 +383,7 @@ def test_the_pages_show_commands_to_run():
     assert {d.page for d in RUNNABLE} >= {"README.md", "docs/running.md", "docs/costs.md", "docs/system.md"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc", RUNNABLE, ids=[f"{d.where()} {d.text[:80]}" for d in RUNNABLE])
 def test_documented_command_runs(doc, workspace):
     workspace.run(doc)
@@ -397,6 +399,7 @@ def test_commands_not_run_have_their_reason():
 BUDGETED = [d for d in RUNNABLE if "--budget" in split_env(d.text)[1] and "--rounds" in split_env(d.text)[1]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc", BUDGETED, ids=[f"{d.where()} {d.text[:80]}" for d in BUDGETED])
 def test_a_documented_budget_is_reached(doc, workspace):
     """A page's `--rounds N --budget KEY=V` run reaches its budget within its N rounds: the

@@ -114,6 +114,7 @@ CLI_RUN = ["--backend", "inline", "--threads", "1", "--quiet", "--task", "dro-mn
            "--rounds", "150", "--checkpoint-every", "3", "--set", "gamma=1", "tau=2"]
 
 
+@pytest.mark.slow
 def test_cli_killed_then_resumed_matches_the_uninterrupted_run(tmp_path):
     killed = _cli(*CLI_RUN, "--out", str(tmp_path / "cut"))
     _wait_rows(killed, tmp_path / "cut", 8)
@@ -140,6 +141,7 @@ def test_sigterm_marks_the_run_interrupted_with_exit_143(tmp_path):
     assert json.loads((tmp_path / "t" / "config.json").read_text())["status"] == "interrupted"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim,folder", [("clients-1", False), ("driver", False), ("clients-1", True)])
 def test_a_dead_actor_is_recovered_with_the_unfaulted_metrics(ray_session, tmp_path, monkeypatch, victim, folder):
     """Without an output folder the checkpoint is kept in memory; with one, recovery reads
@@ -169,6 +171,7 @@ def test_a_dead_actor_is_recovered_with_the_unfaulted_metrics(ray_session, tmp_p
     assert faulted.cost_rows == inline.cost_rows
 
 
+@pytest.mark.slow
 def test_failures_past_the_limit_fail_the_run(ray_session, tmp_path):
     cfg = dataclasses.replace(small_config("fedavg", rounds=5), backend="ray", clients_per_actor=2, cpus_per_actor=0.5)
     with pytest.raises(Exception, match="(?i)actor"):
@@ -179,6 +182,7 @@ def test_failures_past_the_limit_fail_the_run(ray_session, tmp_path):
     assert checkpoint.load(tmp_path / checkpoint.FILE)["round"] == 2  # resumable
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", ["clients-0", "driver"])
 def test_a_death_during_recovery_is_retried_with_the_unfaulted_metrics(ray_session, tmp_path, victim):
     """A host dies after round 3; while the new driver and hosts restore the checkpoint of
@@ -203,6 +207,7 @@ def test_a_death_during_recovery_is_retried_with_the_unfaulted_metrics(ray_sessi
     assert "while restarting" in lines[1] and "checkpoint of round 2" in lines[1] and "failure 2 of at most 3" in lines[1]
 
 
+@pytest.mark.slow
 def test_a_resume_whose_restore_fails_is_retried_and_deaths_count_to_the_limit(ray_session, tmp_path):
     """`--resume`'s own restore is retried too; deaths during restores count like any other:
     past --max-failures the run fails, still resumable."""
@@ -224,6 +229,7 @@ def test_a_resume_whose_restore_fails_is_retried_and_deaths_count_to_the_limit(r
     assert_rows_close(inline.rows, pd.read_csv(tmp_path / "metrics.csv").to_dict("records"), tol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["raycompo.run", "--rounds", "1"], ["raycompo.tune", "--space", "dro"]])
 def test_unreachable_address_fails_within_the_timeout(command, tmp_path):
     env = {**os.environ, "RAYCOMPO_CONNECT_TIMEOUT": "3"}
@@ -262,6 +268,7 @@ def test_out_at_a_file_and_a_damaged_resume_folder_are_exit_2(tmp_path, capsys):
     assert "damaged" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_hosts_that_cannot_start_fail_within_the_host_timeout(ray_session):
     """Another job holds every CPU: the hosts stay pending. The run ends within
     --host-timeout naming them, instead of waiting forever."""

@@ -77,6 +77,7 @@ def test_compare_script_writes_a_figure_and_a_table(tmp_path, capsys):
     assert "FedAvg" in text and "ComFedL (LSE)" in text and "val_acc_worst" in text
 
 
+@pytest.mark.slow
 def test_sweep_example_with_the_plugin(tmp_path):
     from raycompo.tune.cli import main
 
@@ -89,6 +90,7 @@ def test_sweep_example_with_the_plugin(tmp_path):
     assert f"{EXAMPLES / 'my_algorithm.py'}:ScgdMomentum" in cmd  # re-runs from any folder
 
 
+@pytest.mark.slow
 def test_tune_api_with_a_class_key_and_ray_trials(tmp_path):
     cls = plugins.load("algorithm", ALGO)
     space = {"task": "dro-mnist5k", "rounds": 1, "settings": {"gamma": 1.0, "n_clients": 4, "big_client_size": 60,
@@ -102,6 +104,7 @@ def test_tune_api_with_a_class_key_and_ray_trials(tmp_path):
     assert set(result.metrics["trial_id"]) == set(result.trials["trial_id"])
 
 
+@pytest.mark.slow
 def test_a_class_of_a_scripts_main_runs_on_ray(ray_session):
     """examples/main_class.py defines its algorithm in __main__ and runs it on Ray (joining
     this session's cluster) and inline: same rows."""
@@ -118,6 +121,7 @@ def test_a_class_of_a_scripts_main_runs_on_ray(ray_session):
 BATCHED = "examples/my_batched_algorithm.py:BatchedFedProx"
 
 
+@pytest.mark.slow
 def test_batched_algorithm_example_from_the_cli_and_as_a_script(tmp_path):
     """The user's batched phase (raycompo.batched_phase / CohortBatch) runs from its file with
     --vectorize on, and gives the per-client phase's rows; the script prints that difference."""

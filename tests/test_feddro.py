@@ -41,6 +41,7 @@ def grad_norms(algo, rounds=60, every=30, **settings):
     return [r["grad_norm"] for r in run(cfg).rows[1:] if "grad_norm" in r]
 
 
+@pytest.mark.slow
 def test_theorem_4_1_fedavg_co_stalls_while_feddro_converges():
     # g_k(x) = a_k x + b_k, f = y^2 / 2, h = 0, K = 4, I = 8 local steps, exact values.
     for case in (1, 2):
@@ -78,6 +79,7 @@ def test_rows_have_the_objective_and_accuracies():
     assert rows[-1]["objective"] < rows[0]["objective"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo,settings", [("feddro", {"sync_every": 2, "objective": "chi2-dro"})])
 def test_ray_equals_inline(ray_session, algo, settings):
     a = run(digits(algo, rounds=2, **settings)).rows

@@ -88,6 +88,7 @@ def test_baseline_settings_are_checked():
         resolve(RunConfig(task="toy-co", algo="fastdro", backend="inline"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["pdsgd", "fastdro"])
 def test_ray_equals_inline(ray_session, algo):
     a = run(digits(algo, rounds=2, sync_every=2)).rows

@@ -86,6 +86,7 @@ def test_fair_adult_runs_end_to_end_on_small_files(tmp_path):
     assert rows["feddro"]["objective"] != rows["unconstrained"]["objective"]
 
 
+@pytest.mark.slow
 def test_ray_equals_inline_for_gcivr(ray_session):
     cfg = synth("gcivr", rounds=3, batch_size=8, full_every=2)
     inline = run(cfg)

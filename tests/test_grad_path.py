@@ -122,6 +122,7 @@ def test_grad_of_matches_torch_func_on_nested_torch_func():
     torch.testing.assert_close(base.grad_of(outer, w), torch.func.grad(outer)(w), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_inline_rounds_do_not_import_dynamo():
     code = textwrap.dedent("""
         import sys

@@ -13,6 +13,8 @@ from raycompo.engine import run
 from raycompo.engine.host_actors import ReusedHosts
 from tests.helpers import assert_dead, assert_rows_close, small_config
 
+pytestmark = pytest.mark.slow  # every test here: see docs/development.md
+
 
 def ray_config(algo: str, per_actor: int = 2, seed: int = 0, **settings):
     cfg = small_config(algo, rounds=2, **settings)

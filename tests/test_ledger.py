@@ -101,6 +101,7 @@ def test_the_checkpoints_ledger_part_does_not_grow_with_the_rounds():
     assert late <= early + 8 * (len(COLUMNS) + 1), (early, late)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ray_session")
 def test_ray_gives_the_inline_costs():
     settings = {**SMALL_DRO, "lr": 0.1, "sync_every": 2}
@@ -184,6 +185,7 @@ def test_a_checkpoint_that_holds_the_rows_resumes_with_them(tmp_path):
     assert (tmp_path / "cut" / "costs.csv").read_bytes() == (tmp_path / "whole" / "costs.csv").read_bytes()
 
 
+@pytest.mark.slow
 def test_a_recovered_ray_run_keeps_the_counts(ray_session):
     import dataclasses
 

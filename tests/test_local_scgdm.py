@@ -259,6 +259,7 @@ def test_per_task_state_needs_task_ids(tmp_path):
 SMALL_SINE = {"n_clients": 2, "hidden": 8, "val_tasks": 10, "eval_query": 20}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "algo,per_actor,extra",
     # two host actors, then one hosting both clients

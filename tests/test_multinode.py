@@ -10,8 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from raycompo.engine import run
 from tests.helpers import assert_rows_close, small_config
+
+pytestmark = pytest.mark.slow  # every test here: see docs/development.md
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -47,6 +47,7 @@ def _read_pty(master: int) -> bytes:
 # --- progress ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_1000_round_run_is_one_bar_on_a_terminal_and_about_100_lines_in_a_pipe(tmp_path):
     args = [sys.executable, "-m", "raycompo.run", *TOY, "--rounds", "1000"]
     master, slave = pty.openpty()  # a terminal, as a person at a shell has (a bare pty: no size)
@@ -84,6 +85,7 @@ def test_plain_lines_cap_long_runs_and_keep_the_last_row():
     assert "(worst client 0.2500)" in lines[0]
 
 
+@pytest.mark.slow
 def test_quiet_prints_nothing(tmp_path):
     rc = subprocess.run([sys.executable, "-m", "raycompo.run", *TOY, "--rounds", "3", "--quiet"],
                         capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300)
@@ -214,6 +216,7 @@ def test_mlflow_logs_settings_every_row_and_the_files(tmp_path, monkeypatch):
     assert {"config.json", "metrics.csv"} <= files and "checkpoint.pt" not in files
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="mlflow not installed: pip install -e '.[mlflow]'")
 def test_mlflow_sweep_through_ray_tunes_callback(tmp_path, ray_session, monkeypatch):
     from mlflow.tracking import MlflowClient

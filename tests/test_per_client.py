@@ -104,6 +104,7 @@ def test_batched_evaluation_gives_the_same_clients_file():
     np.testing.assert_allclose(batched["value"], reference["value"], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_ray_clients_file_equals_inline(ray_session, tmp_path):
     cfg = dataclasses.replace(CFG, rounds=2)
     inline = run(cfg, out=str(tmp_path / "inline")).clients

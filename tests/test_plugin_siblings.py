@@ -74,6 +74,7 @@ def user_folder(tmp_path):
     return folder
 
 
+@pytest.mark.slow
 def test_cli_from_another_folder_imports_the_plugins_sibling(user_folder):
     elsewhere = user_folder.parent / "elsewhere"
     sets = [f"{k}={v}" for k, v in SMALL_DRO.items()]
@@ -87,6 +88,7 @@ def test_cli_from_another_folder_imports_the_plugins_sibling(user_folder):
     assert rows["train_loss"].iloc[-1] < rows["train_loss"].iloc[0]
 
 
+@pytest.mark.slow
 def test_sibling_imports_travel_to_ray_workers(ray_session, user_folder, monkeypatch):
     """Ray was started before the plugin's folder was on sys.path: its workers cannot
     import my_base or my_steps by name, so they must arrive by value."""

@@ -163,6 +163,7 @@ def test_resume_finds_a_file_plugin_from_another_folder(plugin_file, tmp_path, m
     frames_close(pd.read_csv(out / "metrics.csv"), straight.metrics, 1e-9)
 
 
+@pytest.mark.slow
 def test_plugin_on_ray_equals_inline_and_needs_no_file_there(ray_session, plugin_file, tmp_path):
     """The hosts rebuild the class from its pickle: with the file gone they could not import it."""
     cls = plugins.load("algorithm", f"{plugin_file}:ScgdMomentum")
@@ -175,6 +176,7 @@ def test_plugin_on_ray_equals_inline_and_needs_no_file_there(ray_session, plugin
     frames_close(inline.metrics, remote.metrics, 1e-6)
 
 
+@pytest.mark.slow
 def test_class_defined_in_a_function_runs_on_ray(ray_session):
     """Like a class of a notebook or a script's __main__: not importable anywhere by name."""
     from dataclasses import dataclass

@@ -17,6 +17,8 @@ import pytest
 
 from raycompo.grafana import grafana_regex, load_dashboard, queries, rate_interval, variables
 
+pytestmark = pytest.mark.slow  # every test here: see docs/development.md
+
 ROOT = Path(__file__).resolve().parent.parent
 PROMETHEUS = shutil.which("prometheus")
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from raycompo.engine.ray_metrics import RayMetrics
 from raycompo.watch.observers import RunInfo
 
@@ -31,6 +33,7 @@ def value(lines: list[str], name: str, tag: str = "") -> float:
     return float(hits[0].rsplit(" ", 1)[1])
 
 
+@pytest.mark.slow
 def test_gauges_appear_at_the_prometheus_endpoint():
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "RAY_metrics_report_interval_ms": "1000"}  # default 10 s: the gauges would take ~10 s to appear
@@ -85,6 +88,7 @@ def actor_reprs(namespace: str) -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow
 def test_what_the_dashboard_shows_of_a_ray_run(ray_session, monkeypatch, tmp_path):
     """The actors' repr says which clients of which task and run each holds; the runner
     attaches the driver to RayMetrics, whose fetches of `pool_stats()` carry every host's

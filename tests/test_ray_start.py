@@ -154,6 +154,7 @@ def _loopback(ip: str) -> bool:
     return (mapped or addr).is_loopback
 
 
+@pytest.mark.slow
 def test_the_cli_s_own_ray_listens_on_loopback_only_and_ignores_ray_address(tmp_path):
     """A `--backend ray` run with its dashboard: every socket of the CLI, GCS, raylet,
     workers, dashboard, agents is on loopback. RAY_ADDRESS names a dead cluster (as a
@@ -189,6 +190,7 @@ def test_the_cli_s_own_ray_listens_on_loopback_only_and_ignores_ray_address(tmp_
         _reap(proc)
 
 
+@pytest.mark.slow
 def test_sigterm_during_actor_start_up_exits_143(tmp_path):
     out = tmp_path / "run"
     proc = _start("raycompo.run", *RAY_RUN, "--rounds", "50", "--out", str(out))
@@ -223,6 +225,7 @@ def http_port():
     server.server_close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["raycompo.run", "--backend", "ray", "--rounds", "1"],
                                      ["raycompo.tune", "--space", "dro"]])
 def test_an_address_that_is_not_ray_fails_within_the_timeout_and_leaves_no_folder(command, tmp_path, http_port):
@@ -265,6 +268,7 @@ def test_sigterm_while_waiting_for_the_address_exits_143_and_leaves_no_folder(tm
             _reap(proc)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_sweep_cleanly_with_143_and_the_resume_command(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("task: dro-mnist5k\nrounds: 300\nalgorithms:\n  fedavg: {lr: [0.001, 0.01, 0.1], tau: [1, 5]}\n")
@@ -424,6 +428,7 @@ print("RESULT " + json.dumps({"init_s": init_s, "before": before, "up": up, "url
 """
 
 
+@pytest.mark.slow
 def test_the_dashboard_starts_beside_ray_and_ends_with_it():
     """engine/dashboard_start.py: ray.init does not wait for the dashboard, which starts once
     the run's actors are up (`actors_started`), comes up on loopback, answers HTTP, and is a

@@ -58,6 +58,7 @@ def is_entry(x) -> bool:
 BUDGET = {"damaml-fig5": (1, 1), "damaml-fig6": (1, 1), "scgdm-fig4": (2, 1), "feddro-fig2": (2, 1)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CLAIMS))
 def test_each_claim_runs_on_a_tiny_budget(name, tmp_path):
     claim = CLAIMS[name]

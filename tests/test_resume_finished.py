@@ -37,6 +37,7 @@ def _files(folder):
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.name != ".raycompo.lock"}
 
 
+@pytest.mark.slow
 def test_cli_resume_of_a_completed_run_exits_0_and_says_nothing_is_left(completed):
     before = _files(completed)
     for extra in ([], ["--rounds", "3"]):

@@ -295,6 +295,7 @@ def test_a_folder_in_use_is_refused_naming_the_holder(tmp_path, capsys):
     assert main(["--resume", str(folder)]) == 0  # released
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_folder_one_is_refused(tmp_path):
     folder = tmp_path / "cut"
     first = _cli(*CLI_RUN, "--out", str(folder))

@@ -57,6 +57,7 @@ def _unbound_task():
     return raycompo.task_from_arrays(x, (x[:, 1] > 0).astype("int64"), n_clients=4)
 
 
+@pytest.mark.slow
 def test_a_class_only_the_session_can_make_says_to_pass_it_again(tmp_path):
     out = tmp_path / "run"
     task = _unbound_task()
@@ -95,6 +96,7 @@ def test_a_sweeps_command_for_a_session_class_is_the_call_to_make():
     assert pd.read_csv(io.StringIO(pd.DataFrame({"command": [command]}).to_csv(index=False)))["command"][0] == command
 
 
+@pytest.mark.slow
 def test_a_sweeps_command_for_a_module_level_arrays_task_runs(tmp_path, monkeypatch, ray_session):
     """raycompo.tune(dict) with a task_from_arrays class: the command trials.csv writes
     re-runs the trial from a shell (it exited 2 when the class was recorded by its

@@ -91,6 +91,7 @@ OFFLINE_SPACES = [p for p in SPACES if load_space(str(p)).offline and p.stem != 
 (test_dro_tiny_sweep_writes_results_and_rows_rerun)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", OFFLINE_SPACES, ids=[p.stem for p in OFFLINE_SPACES])
 def test_tiny_sweep_of_each_offline_space(path, tmp_path, ray_session):
     space = load_space(str(path))
@@ -167,6 +168,7 @@ def test_dro_tiny_sweep_writes_results_and_rows_rerun(tmp_path, ray_session, cap
     assert again["val_acc_worst"].iloc[-1] == pytest.approx(done["final_val_acc_worst"])
 
 
+@pytest.mark.slow
 def test_diverging_trial_is_recorded_and_sweep_goes_on_ray_backend(tmp_path, ray_session, capsys):
     """With --backend ray: each trial's placement group holds its driver and 2 host actors,
     which end with the trial. The diverged trial's line says so (it showed '(best 0.0000)')."""
@@ -200,6 +202,7 @@ def test_diverging_trial_is_recorded_and_sweep_goes_on_ray_backend(tmp_path, ray
 # --- resume -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("search", ["grid", "optuna"])
 def test_resume_after_interruption_runs_no_trial_twice(search, tmp_path, ray_session):
     path = write_space(tmp_path, """
@@ -232,6 +235,7 @@ def test_resume_after_interruption_runs_no_trial_twice(search, tmp_path, ray_ses
     assert len(pd.read_csv(out / "trials.csv")) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("search", ["grid", "optuna"])
 def test_an_algorithm_with_nothing_swept_runs_its_defaults_once(search, tmp_path, ray_session):
     """`fedavg: {}` (sweeps/dro.yaml: "runs the defaults") and `qfedavg: null`: one trial

@@ -116,6 +116,7 @@ def test_a_swept_key_cannot_be_overridden_on_the_command_line(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_python_sweep_of_fedbuff_ranked_at_equal_sim_time_and_rerun(tmp_path, ray_session):
     import raycompo
     from raycompo.run import main as run_main

@@ -229,6 +229,7 @@ def test_config_json_records_mode_and_phases(tmp_path, capsys):
     assert "--vectorize on: feddro on task fair-synth solves the task's own composition" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo,settings", [
     ("ditto", SYN),  # per-client personal models
     ("feddro", {**DRO_SYN, "beta": 0.5}),  # the y exchange every step; the evaluation batched too
