@@ -32,7 +32,9 @@ def pytest_collection_modifyitems(config, items):
 def ray_session():
     import ray
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, namespace="raycompo-tests", log_to_driver=False)
+    from raycompo.engine.ray_start import ensure_ray
+
+    # as the command lines start theirs: every socket on loopback (127.0.0.1)
+    ensure_ray(None, include_dashboard=False, namespace="raycompo-tests", num_cpus=2, quiet=True)
     yield ray
     ray.shutdown()

@@ -18,7 +18,7 @@ above 1; RAYCOMPO_DOCS_SCALE=1 runs every command in full:
   `--rounds` (and not `--resume`, `--list`) gets `--rounds 1`;
 - `tune`: `--samples 1` (Optuna trials per algorithm); a grid search and a sweep's
   `--resume` get `--stop-after 2` and may end with its exit code, 130 (stopped, resumable);
-- `reproduce`: `--seeds 2`;
+- `reproduce`: `--seeds 1` (a claim's table and verdict from one seed);
 - a benchmark: its size options capped by BENCH_CAPS (cohort sizes, clients, rounds,
   repeats, ...), and its Ray columns left out where it has an option for it (BENCH_ONLY);
 - Ray: a command that would start a private Ray joins the test session's instance
@@ -204,7 +204,7 @@ def plan(argv: list[str], env: dict[str, str]) -> Plan:
             result.exits = (0, EXIT_STOPPED)
         result.ray = True
     if module == "raycompo.reproduce" and not listing:
-        argv = cap_option(argv, "--seeds", 2)
+        argv = cap_option(argv, "--seeds", 1)
         result.ray = option(argv, "--workers") != "1"
     if module == "raycompo.bench" and len(argv) > 3:
         name = argv[3]
