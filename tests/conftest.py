@@ -32,9 +32,7 @@ def pytest_collection_modifyitems(config, items):
 def ray_session():
     import ray
 
-    from raycompo.engine.ray_start import ensure_ray
-
-    # as the command lines start theirs: every socket on loopback (127.0.0.1)
-    ensure_ray(None, include_dashboard=False, namespace="raycompo-tests", num_cpus=2, quiet=True)
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, namespace="raycompo-tests", log_to_driver=False)
     yield ray
     ray.shutdown()

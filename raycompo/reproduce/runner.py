@@ -315,7 +315,9 @@ def _run_todo(todo, workers, address, report, results, tracking):
         while queue or pending:
             while queue and len(pending) < workers:
                 j = queue.pop(0)
-                pending.append(remote.remote(j.cfg.to_dict(), str(j.out), shipped, tracking))
+                # absolute: a Ray worker's folder is not this process's (a joined cluster's
+                # workers would write a relative --out under their own folder)
+                pending.append(remote.remote(j.cfg.to_dict(), str(j.out.resolve()), shipped, tracking))
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
                 report(ray.get(ref))
