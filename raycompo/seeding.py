@@ -26,6 +26,9 @@ COMPRESS = 7
 entries), keyed by (seed, COMPRESS, client, round, exchange of the round, key)."""
 PRIVACY = 8
 """The DP mechanism's Gaussian noise, keyed by (seed, PRIVACY, round, exchange, key)."""
+DISPATCH = 9
+"""A client's repeat dispatch at one model version (asynchronous runs): its draws are keyed by
+(seed, CLIENT, client, version, DISPATCH, k) for its k-th repeat (`client_prefix`)."""
 
 
 _M64 = (1 << 64) - 1
@@ -52,6 +55,14 @@ def fold(h: int, *key: int) -> int:
     for k in key:
         h = _splitmix64(h ^ (int(k) & _M64))
     return h
+
+
+def client_prefix(seed: int, client: int, round_: int, dispatch: int = 0) -> int:
+    """The 64-bit state of a client's draws in a round: fold(seed, CLIENT, client, round),
+    then (DISPATCH, k) for its k-th repeat dispatch at one model version (k > 0; a first
+    dispatch keys its draws as a synchronous round does)."""
+    h = fold(0, seed, CLIENT, client, round_)
+    return h if dispatch == 0 else fold(h, DISPATCH, dispatch)
 
 
 FOLD_MANY_PYTHON = 16

@@ -259,15 +259,11 @@ def test_costs_csv_counts_the_encoded_uploads_per_key_as_metrics_bytes_up(vector
     (dict(aggregation="buffered", system="uniform", settings={"async_alpha": 0.5}), "applies to --aggregation async"),
     (dict(aggregation="async", system="uniform", algo="comfedl", settings={"async_rho": 0.1}), "proximal term"),
     (dict(aggregation="buffered", system="uniform", algo="comfedl", settings={"normalizer": "lse"}), "barrier"),
-    # client-level DP: clipped but never noised nor accounted by the asynchronous path (issue 40)
+    # client-level DP: no epsilon can be stated for the asynchronous selection (issue 40)
     (dict(aggregation="buffered", system="uniform", dp_clip=1.0, dp_noise=1.0),
-     r"--dp-clip / --dp-noise \(client-level DP\) with --aggregation buffered: .*no noise is added to a server step's "
-     r"aggregate and no accountant composes asynchronous steps.*runs with synchronous rounds"),
-    (dict(aggregation="async", system="uniform", dp_clip=1.0), "--dp-clip .* with --aggregation async: not implemented"),
-    # --compress-down: the payload would travel (and be counted) whole (issue 40)
-    (dict(aggregation="buffered", system="uniform", compress_down={"w": "qsgd:255"}),
-     "--compress-down with --aggregation buffered: .*downloads would be sent and counted uncompressed"),
-    (dict(aggregation="async", system="uniform", compress_down={"*": "qsgd:255"}), "--compress-down with --aggregation async"),
+     r"--dp-clip / --dp-noise \(client-level DP\) with --aggregation buffered: not supported: .*one client twice.*"
+     r"no epsilon could be stated.*runs with synchronous rounds"),
+    (dict(aggregation="async", system="uniform", dp_clip=1.0), "--dp-clip .* with --aggregation async: not supported"),
 ])
 def test_configurations_that_cannot_run_are_refused_before_anything_runs(kw, message):
     settings = kw.pop("settings", {})
@@ -286,9 +282,8 @@ def test_feddro_is_refused_with_why_and_the_cli_exits_2():
 
 @pytest.mark.parametrize("extra,message", [
     (["--dp-clip", "1", "--dp-noise", "1"], "--dp-clip / --dp-noise (client-level DP) with --aggregation buffered"),
-    (["--compress-down", "w=qsgd:255"], "--compress-down with --aggregation buffered: not implemented"),
 ])
-def test_what_the_asynchronous_path_does_not_apply_yet_exits_2_with_one_line(extra, message, capsys):
+def test_dp_with_asynchronous_aggregation_exits_2_with_one_line(extra, message, capsys):
     from raycompo.run import main
 
     code = main(["--task", "synthetic", "--algo", "fedavg", "--rounds", "1", "--backend", "inline", "--quiet",
@@ -364,11 +359,11 @@ def test_clients_dispatched_with_one_version_run_as_one_batched_call():
 
     fed = Federation(cfg(rounds=6, system="uniform", aggregation="buffered", concurrency=N, buffer=2,
                          vectorize="on", eval_every=10**6))
-    calls = []
+    calls, probes = [], []
     real = fed.pool.map
 
     def counting(phase, round_, counts, *args, **kw):
-        calls.append((phase, round_, len(counts)))
+        (probes if kw.get("probe") else calls).append((phase, round_, len(counts)))
         return real(phase, round_, counts, *args, **kw)
 
     fed.pool.map = counting
@@ -377,6 +372,7 @@ def test_clients_dispatched_with_one_version_run_as_one_batched_call():
     finally:
         fed.close()
     assert [c for c in calls if c[0] == "local"] == [("local", 0, N), ("local", 3, N)]
+    assert probes == [("local", 0, N)]  # the first wave's work, predicted once, before anything was computed
     assert [r["staleness_max"] for r in rows] == [0, 1, 2, 0, 1, 2]
     assert "local" in fed.resolved.vectorized.record()["phases"]
 

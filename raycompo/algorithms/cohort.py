@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from raycompo.algorithms.base import ClientContext, State
-from raycompo.seeding import CLIENT, FOLD_MANY_PYTHON, fold, fold_many
+from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.tasks.base import ClientData
 
 
@@ -137,15 +137,17 @@ class CohortBatch:
         return (fold_many(self._prefixes, step, stream) >> np.uint64(1)).tolist()
 
     def _key_prefixes(self) -> np.ndarray | list[int]:
-        """Each client's folded (seed, CLIENT, client, round) (`ClientCtx.key_prefix`): for
-        the whole chunk in one `fold_many` where the contexts share a seed and a round (a
-        host's always do); empty where the contexts have no key (then `c.rng` is used)."""
+        """Each client's folded (seed, CLIENT, client, round[, DISPATCH, k]) (`ClientCtx.key_prefix`):
+        for the whole chunk in one `fold_many` where the contexts share a seed, a round and a
+        dispatch (a host's always do); empty where the contexts have no key (then `c.rng` is used)."""
         c0 = self.clients[0]
-        seed, round_ = getattr(c0, "seed", None), getattr(c0, "round", None)
+        seed, round_, k = getattr(c0, "seed", None), getattr(c0, "round", None), getattr(c0, "dispatch", 0)
         if (self.k > FOLD_MANY_PYTHON and hasattr(c0, "key_prefix") and isinstance(seed, int) and isinstance(round_, int)
-                and all(getattr(c, "seed", None) == seed and c.round == round_ for c in self.clients)):
+                and all(getattr(c, "seed", None) == seed and c.round == round_ and getattr(c, "dispatch", 0) == k
+                        for c in self.clients)):
             base = np.full(self.k, fold(0, seed, CLIENT), dtype=np.uint64)
-            return fold_many(base, np.array(self.ids, dtype=np.int64), round_)
+            folded = fold_many(base, np.array(self.ids, dtype=np.int64), round_)
+            return folded if k == 0 else fold_many(folded, DISPATCH, k)
         try:
             prefixes = [c.key_prefix for c in self.clients]  # type: ignore[attr-defined]
         except AttributeError:

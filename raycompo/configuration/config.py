@@ -372,23 +372,18 @@ def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, a
 
 
 def check_async_transforms(cfg: RunConfig, kind: str) -> None:
-    """The payload transforms that the asynchronous path (raycompo/engine/asynchronous.py)
-    does not apply yet, refused before anything runs rather than run silently wrong:
-    client-level DP (the updates would be clipped, but no server step's aggregate noised
-    and no step accounted: epsilon would read 0) and `--compress-down` (the payload would
-    travel whole). `--compress` (uplink) runs."""
+    """The payload transform that asynchronous aggregation refuses before anything runs:
+    client-level DP. A server step's sum of at most K clipped updates would be a Gaussian
+    mechanism, but a client may arrive twice in one buffer (its sensitivity is then not C)
+    and no amplification argument covers the asynchronous selection; rather than claim an
+    epsilon, the run is refused (docs/compression.md). `--compress` and `--compress-down`
+    run through the one exchange (engine/exchange.py)."""
     if cfg.dp_clip is not None:
         raise ConfigError(
-            f"--dp-clip / --dp-noise (client-level DP) with --aggregation {kind}: not implemented for asynchronous "
-            "aggregation yet: the clients' updates would be clipped, but no noise is added to a server step's "
-            "aggregate and no accountant composes asynchronous steps, so the run would not be private and its "
-            "epsilon would read 0. Client-level DP runs with synchronous rounds (leave out --aggregation, "
-            "--concurrency and --buffer)")
-    if cfg.compress_down:
-        raise ConfigError(
-            f"--compress-down with --aggregation {kind}: not implemented for asynchronous aggregation yet: the "
-            "model a dispatched client downloads would be sent and counted uncompressed. Compress the downlink "
-            "with synchronous rounds (leave out --aggregation); --compress (the uplink) works with either")
+            f"--dp-clip / --dp-noise (client-level DP) with --aggregation {kind}: not supported: a server step's "
+            "sum of clipped updates may hold one client twice, and no privacy accounting covers the asynchronous "
+            "selection of clients, so no epsilon could be stated. Client-level DP runs with synchronous rounds "
+            "(leave out --aggregation, --concurrency and --buffer)")
 
 
 def check_transforms(cfg: RunConfig, algo_cls: type) -> None:

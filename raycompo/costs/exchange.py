@@ -87,6 +87,10 @@ class ExchangeCost:
     stochastic gradient by backpropagation is two: its forward and its backward pass),
     counted where the task's oracles are evaluated (raycompo/problems/oracle.py). The work
     a device computes; empty where a record was built without it (then read `samples`)."""
+    barrier: bool = True
+    """True: a synchronous exchange, which the server closes when its last member finishes
+    (the simulated clock moves by it). False: an asynchronous server step's arrivals, each at
+    its own time on the event clock (engine/asynchronous.py), which moved the clock already."""
 
     @property
     def size(self) -> int:

@@ -18,13 +18,27 @@ applied. What happens at each event:
   (z^v - y); FedAsync (K = 1) z <- (1 - alpha s(tau)) z + alpha s(tau) y, for the model and
   each declared estimate z.
 
+Every exchange goes through the one path of engine/exchange.py: a version's payload is sent
+once (`Exchange.send`: `--compress-down` applies), the clients dispatched with it are computed
+by the pool (the hosts' uplink transforms apply), and a server step's arrivals are recorded
+(`Exchange.record`: the ledger, costs.csv per key, the listeners). The server step's rule is a
+policy object (engine/async_rules.py: FedBuff, FedAsync).
+
 The clients' computations are lazy: a client's update is computed when first needed (its
 arrival), together with every other dispatched client not yet computed, one pool call per
-model version: clients dispatched with the same version run as one batched computation.
-A client's computation depends only on (client, version) and its own state, so laziness
-changes no number. The ledger counts a client's download, samples and upload in the row of
-the step at which its update arrived (accepted or dropped); clients still in flight at the
-end are not counted.
+(model version, repeat): clients dispatched with the same version run as one batched
+computation. A client's draws are keyed by (client, version, k), k its earlier dispatches at
+that version (`ClientCtx.dispatch`), so two dispatches never share mini-batches and each
+counts its samples; a computation depends only on that key and the client's own state, so
+laziness changes no number. A client that goes offline before it finishes is never computed
+(its state does not move): the first group's work, which predicts everyone's finish times
+before anything was computed, is found by a probe (`Pool.map(probe=True)`: the group's
+contributions, with every state as it was). The ledger counts a client's download, samples
+and upload in the row of the step at which its update arrived (accepted, or dropped as too
+stale); a lost client's work until it left is charged as a synchronous round charges a
+departed candidate (the `dropped_*` columns, from the predicted work); clients still in
+flight at the end are not counted. With an event log (`--log-events`) every dispatch's fate
+is logged at the step that decides it.
 """
 
 from __future__ import annotations
@@ -33,10 +47,11 @@ from typing import Any
 
 import torch
 
-from raycompo.costs.exchange import ExchangeCost
-from raycompo.engine.ledger import count_by_key, count_values
+from raycompo.engine.async_rules import apply, f64, make_rule
+from raycompo.engine.ledger import MemberCosts, arrivals_cost, member_cost
 from raycompo.system import draws
 from raycompo.system.clock import Workload, member_time, member_work
+from raycompo.system.event_log import Dispatch, EventLog
 from raycompo.system.events import (
     ARRIVAL,
     DISPATCH,
@@ -52,29 +67,31 @@ COLUMNS = ("staleness_mean", "staleness_max", "in_flight")
 staleness of the updates this server step applied, and clients in flight after it."""
 
 
-def _f64(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().to(torch.float64)
-
-
 class AsyncServer:
-    """The event state of an asynchronous run, owned by the `Federation` (the driver)."""
+    """The event state of an asynchronous run, owned by the `Federation` (the driver): its
+    closing rule (engine/closing.py)."""
 
-    def __init__(self, fed: Any, plan: Any, form: Any):
+    def __init__(self, fed: Any, plan: Any, form: Any, events: EventLog | None = None):
         self.fed = fed
         self.plan = plan
         self.form = form
+        self.rule = make_rule(plan)
+        self.events = events
         self.queue = Queue()
         self.started = False
         self.versions: dict[int, dict[str, Any]] = {}
-        """version -> {'payload', 'z'} while a dispatched client of that version is not computed."""
-        self.pending: list[tuple[int, int, int]] = []
-        """(seq, client, version) of dispatched clients not computed yet, in dispatch order."""
+        """version -> {'payload' (as decoded), 'down' ({key: (values, bytes)} one member
+        receives), 'z'} while a dispatched client of that version is not computed."""
+        self.pending: list[tuple[int, int, int, int]] = []
+        """(seq, client, version, repeat) of dispatched clients not computed yet, in dispatch order."""
         self.results: dict[int, dict[str, Any]] = {}
         """seq -> the computed update of a client in flight: 'y' ({quantity: y} or, FedBuff,
         the delta z^v - y where the server had a value), 'delta' (which quantities are
-        deltas), 'cost' (samples, values/bytes up and down, by key)."""
+        deltas), 'cost' (`ledger.member_cost`)."""
         self.work: Workload | None = None
         """The predicted work of a member: the mean of the last computed group."""
+        self.repeats: tuple[int, dict[int, int]] = (-1, {})
+        """(version, {client: dispatches at that version so far}): a client's next repeat number."""
         self._draw = draws.prefix(fed.seed, DISPATCH_DRAW)
         self.last: dict[str, Any] = {"staleness_mean": None, "staleness_max": None, "in_flight": 0}
 
@@ -88,7 +105,7 @@ class AsyncServer:
                 q.request_slot(0.0)
             self.started = True
         accepted: list[tuple[int, dict[str, Any]]] = []
-        members: list[tuple[int, dict[str, Any], bool]] = []  # (client, cost, uploaded)
+        arrived: list[tuple[int, dict[str, Any]]] = []  # (client, cost) of every update that arrived
         system = fed.system
         system.begin_round(version + 1)  # this step's `dropped` and per-client window (no barrier here)
         while len(accepted) < plan.buffer:
@@ -101,25 +118,35 @@ class AsyncServer:
                 continue
             q.in_flight.discard(e.client)
             q.request_slot(e.time)
-            r = self._result(e.seq)
-            if e.lost:  # went offline before finishing: downloaded and worked, sent nothing
-                members.append((e.client, r["cost"], False))
-                system.drop(e.client, e.time - e.start, True)
-                continue
-            members.append((e.client, r["cost"], True))
             tau = version - e.version
+            if e.lost:  # went offline before finishing: never computed, charged its work until it left
+                system.drop(e.client, e.time - e.start, True)
+                self._log(e, version + 1, "lost", None)
+                continue
+            r = self._result(e.seq)
+            arrived.append((e.client, r["cost"]))
             if plan.settings.max_staleness is not None and tau > plan.settings.max_staleness:
-                system.drop(e.client, e.time - e.start, False)
+                system.drop(e.client, e.time - e.start, False, charge=False)  # in the ledger: it arrived
+                self._log(e, version + 1, "stale", tau)
                 continue
             accepted.append((tau, r))
+            self._log(e, version + 1, "applied", tau)
         w, state = self._apply(accepted, w, state)
-        live = {v for _, _, v in self.pending}  # keep only the versions a client still has to compute from
+        live = {v for _, _, v, _ in self.pending}  # keep only the versions a client still has to compute from
         self.versions = {v: snap for v, snap in self.versions.items() if v in live}
-        self._record(members, version + 1)
+        if arrived:
+            ledger = fed.ledger
+            fed.exchange.record(arrivals_cost(version + 1, self.form.phase, ledger.next_index(version + 1), arrived))
+        if self.work is not None:
+            system.end_step(self.work)
         system.now = q.now
         taus = [t for t, _ in accepted]
         self.last = {"staleness_mean": sum(taus) / len(taus), "staleness_max": max(taus), "in_flight": len(q.in_flight)}
         return w, state
+
+    def _log(self, e: Event, step: int, fate: str, tau: int | None) -> None:
+        if self.events is not None:
+            self.events.add(Dispatch(step, e.seq, e.client, e.version, e.start, e.time, fate, tau))
 
     def columns(self) -> dict[str, Any]:
         """The row's asynchronous columns (COLUMNS) after the last step."""
@@ -127,17 +154,31 @@ class AsyncServer:
 
     # --- dispatch -------------------------------------------------------------------
     def _snapshot(self, version: int, w: torch.Tensor, state: dict[str, Any]) -> dict[str, Any]:
+        """Version `version`'s payload, sent once (the one exchange's downlink transforms)."""
         snap = self.versions.get(version)
         if snap is None:
             payload = self.fed.algorithm.async_payload(w, state, version)
             if self.plan.proximal:
                 payload = {**payload, "prox_rho": self.plan.settings.async_rho}
+            exchange = self.fed.exchange
+            payload, encoded = exchange.send(self.form.phase, version, 0, payload)
             z = {"w": w, **{sk: state.get(sk) for sk, _ in self.form.estimates}}
-            snap = self.versions[version] = {"payload": payload, "z": z}
+            snap = self.versions[version] = {"payload": payload, "down": exchange.down_sizes(payload, encoded), "z": z}
         return snap
 
-    def _dispatch(self, group: list[Event], w: torch.Tensor, state: dict[str, Any], version: int) -> None:
-        """Fill the slots of `group` (DISPATCH events of one instant) in their order."""
+    def _repeat(self, c: int, version: int) -> int:
+        """Client c's earlier dispatches at `version` (its draws' key), counted."""
+        v, seen = self.repeats
+        if v != version:
+            seen = {}
+            self.repeats = (version, seen)
+        k = seen.get(c, 0)
+        seen[c] = k + 1
+        return k
+
+    def _draw_group(self, group: list[Event]) -> list[tuple[int, int, float]]:
+        """(seq, client, start) of the dispatches of `group` that start now; a slot whose
+        client checks in later is pushed back as a reserved DISPATCH."""
         fed, q = self.fed, self.queue
         system = fed.system
         avail = system.availability
@@ -155,149 +196,112 @@ class AsyncServer:
                     continue
             system.counters.count("online", [c])
             started.append((e.seq, c, start))
+        return started
+
+    def _dispatch(self, group: list[Event], w: torch.Tensor, state: dict[str, Any], version: int) -> None:
+        """Fill the slots of `group` (DISPATCH events of one instant) in their order."""
+        started = self._draw_group(group)
         if not started:
             return
+        system, q = self.fed.system, self.queue
         system.keep([c for _, c, _ in started])  # `selected`, per client
         snap = self._snapshot(version, w, state)
-        if self.work is None:  # nothing computed yet: this group's own work predicts its times
-            self.pending += [(seq, c, version) for seq, c, _ in started]
-            self._compute()
+        repeats = [self._repeat(c, version) for _, c, _ in started]
+        if self.work is None:  # nothing computed yet: this group's own work, probed, predicts its times
+            self._probe([c for _, c, _ in started], repeats, version)
         assert self.work is not None
-        bytes_down = float(count_values(snap["payload"])[1])
-        rates = system.devices.rates
-        for seq, c, start in started:
+        bytes_down = float(sum(b for _, b in snap["down"].values()))
+        rates, avail = system.devices.rates, system.availability
+        for (seq, c, start), k in zip(started, repeats):
             finish = start + member_time(rates(c), self.work.samples, bytes_down, self.work.bytes_up)
             left = None if avail.always else avail.online_until(c, start)
-            if left is not None and left < finish:  # offline before it finishes: lost; its slot frees when it leaves
-                # (not computed; only a client of the very first group was, to predict the work)
-                self.results[seq] = {"cost": {"samples": 0, "values_up": 0, "bytes_up": 0,
-                                              "down": count_by_key(snap["payload"]), "up": {}}}
+            if left is not None and left < finish:  # offline before it finishes: lost, never computed
                 q.push(Event(left, ARRIVAL, seq, client=c, version=version, lost=True, start=start))
                 continue
-            if seq not in self.results:
-                self.pending.append((seq, c, version))
+            self.pending.append((seq, c, version, k))
             q.push(Event(finish, ARRIVAL, seq, client=c, version=version, start=start))
 
-    # --- lazy computation -------------------------------------------------------------
+    # --- computation ------------------------------------------------------------------
     def _result(self, seq: int) -> dict[str, Any]:
         if seq not in self.results:
             self._compute()
         return self.results.pop(seq)
 
+    def _probe(self, clients: list[int], repeats: list[int], version: int) -> None:
+        """The first group's predicted work: what its members would compute, no state moved."""
+        snap, by_repeat = self.versions[version], {}
+        for c, k in zip(clients, repeats):
+            by_repeat.setdefault(k, []).append(c)
+        for k, cs in sorted(by_repeat.items()):
+            _, costs = self.fed.exchange.compute(self.form.phase, version, dict.fromkeys(cs, 1), snap["payload"], False,
+                                                 dispatch=k, probe=True)
+            self._predict(costs, snap["down"])
+
+    def _predict(self, costs: MemberCosts, down: dict[str, tuple[int, int]]) -> None:
+        """The mean member of a computed group predicts the next dispatches' work."""
+        k = len(costs.clients)
+        work = sum(member_work(costs, i) for i in range(k)) / k  # type: ignore[arg-type]
+        calls = sum(costs.oracle_calls) / k if costs.oracle_calls else 0.0
+        self.work = Workload(work, float(sum(b for _, b in down.values())), sum(costs.bytes_up) / k,
+                             sum(costs.samples) / k, calls)
+
     def _compute(self) -> None:
-        """Every dispatched client not computed yet, one pool call per model version."""
-        fed, form = self.fed, self.form
-        by_version: dict[int, list[tuple[int, int]]] = {}
-        for seq, c, v in self.pending:
-            by_version.setdefault(v, []).append((seq, c))
+        """Every dispatched client not computed yet, one pool call per (version, repeat)."""
+        groups: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for seq, c, v, k in self.pending:
+            groups.setdefault((v, k), []).append((seq, c))
         self.pending = []
-        quantities = [("w", form.model)] + list(form.estimates)
-        deltas = self.plan.kind == "buffered"
-        for v in sorted(by_version):
-            payload, z = self.versions[v]["payload"], self.versions[v]["z"]
-            down = count_by_key(payload)
-            items = by_version[v]
-            assert fed.pool is not None
-            out, costs = fed.pool.map(form.phase, v, {c: 1 for _, c in items}, payload, False, count=True)
+        for (v, k) in sorted(groups):
+            snap, items = self.versions[v], groups[(v, k)]
+            out, costs = self.fed.exchange.compute(self.form.phase, v, {c: 1 for _, c in items}, snap["payload"],
+                                                   False, dispatch=k)
             row = {c: i for i, c in enumerate(costs.clients)}
-            samples = []
-            ups = []
             for seq, c in items:
-                contribution = out[c]
-                n = 1.0 if form.count is None else contribution[form.count]
-                n = float(n) if not isinstance(n, torch.Tensor) else float(n.reshape(()).item())
-                y, is_delta = {}, []
-                for name, key in quantities:
-                    yi = _f64(contribution[key]) / n
-                    if deltas and z[name] is not None:
-                        y[name] = _f64(z[name]) - yi
-                        is_delta.append(name)
-                    else:
-                        y[name] = yi
-                i = row[c]
-                up = count_by_key(contribution)  # the decoded contribution: a compressed key's bytes are its message's
-                up.update({key: (up[key][0], size) for key, size in costs.encoded.get(c, {}).items()})
-                calls = costs.oracle_calls[i] if costs.oracle_calls else 0
-                cost = {"samples": costs.samples[i], "oracle_calls": calls, "values_up": costs.values_up[i], "bytes_up": costs.bytes_up[i],
-                        "down": down, "up": up}
-                self.results[seq] = {"y": y, "delta": is_delta, "cost": cost}
-                samples.append(member_work(costs, i))
-                ups.append(costs.bytes_up[i])
-            self.work = Workload(sum(samples) / len(samples), 0.0, sum(ups) / len(ups))
+                self.results[seq] = {**self._update(out[c], snap["z"]),
+                                     "cost": member_cost(costs, row[c], out[c], snap["down"])}
+            self._predict(costs, snap["down"])
+
+    def _update(self, contribution: dict[str, Any], z: dict[str, Any]) -> dict[str, Any]:
+        """A contribution as the rule reads it: each quantity's y (its value / its weight), or
+        for FedBuff the delta z^v - y where the server had a value."""
+        form = self.form
+        n = 1.0 if form.count is None else contribution[form.count]
+        n = float(n) if not isinstance(n, torch.Tensor) else float(n.reshape(()).item())
+        y, is_delta = {}, []
+        for name, key in [("w", form.model)] + list(form.estimates):
+            yi = f64(contribution[key]) / n
+            if self.rule.deltas and z[name] is not None:
+                y[name] = f64(z[name]) - yi
+                is_delta.append(name)
+            else:
+                y[name] = yi
+        return {"y": y, "delta": is_delta}
 
     # --- the server's rule ------------------------------------------------------------
     def _apply(self, accepted: list[tuple[int, dict[str, Any]]], w: torch.Tensor,
                state: dict[str, Any]) -> tuple[torch.Tensor, dict[str, Any]]:
-        s = self.plan.settings
         current = {"w": w, **{sk: state.get(sk) for sk, _ in self.form.estimates}}
-        new: dict[str, Any] = {}
-        for name, z in current.items():
-            if z is None:  # the server has no value yet (e.g. m-bar before the first step): their mean
-                new[name] = sum(r["y"][name] for _, r in accepted) / len(accepted)
-                continue
-            z64 = _f64(z)
-            if self.plan.kind == "buffered":  # FedBuff: z - eta_g (1/K) sum s(tau) Delta
-                acc = torch.zeros_like(z64)
-                for tau, r in accepted:
-                    delta = r["y"][name] if name in r["delta"] else z64 - r["y"][name]
-                    acc += s.weight(tau) * delta
-                new[name] = z64 - s.server_lr / len(accepted) * acc
-            else:  # FedAsync: (1 - alpha_t) z + alpha_t y, alpha_t = alpha s(tau)
-                tau, r = accepted[0]
-                a = s.async_alpha * s.weight(tau)
-                new[name] = (1 - a) * z64 + a * r["y"][name]
-        dtype = w.dtype
-        w_next = new.pop("w").to(dtype)
-        return w_next, {**state, **{k: v.to(dtype) for k, v in new.items()}}
-
-    def _record(self, members: list[tuple[int, dict[str, Any], bool]], round_: int) -> None:
-        """One ledger entry for the step: every member that arrived or was lost in it."""
-        if not members:
-            return
-        by_client: dict[int, dict[str, Any]] = {}
-        by_key: dict[str, dict[str, int]] = {}
-        for c, cost, uploaded in members:
-            acc = by_client.setdefault(c, {"mult": 0, "samples": 0, "calls": 0, "vd": 0, "bd": 0, "vu": 0, "bu": 0})
-            acc["mult"] += 1
-            acc["samples"] += cost["samples"]
-            acc["calls"] += cost.get("oracle_calls", 0)
-            for key, (v, b) in cost["down"].items():
-                acc["vd"] += v
-                acc["bd"] += b
-                k = by_key.setdefault(f"down:{key}", {"values": 0, "bytes": 0})
-                k["values"] += v
-                k["bytes"] += b
-            if uploaded:
-                acc["vu"] += cost["values_up"]
-                acc["bu"] += cost["bytes_up"]
-                for key, (v, b) in cost["up"].items():
-                    k = by_key.setdefault(f"up:{key}", {"values": 0, "bytes": 0})
-                    k["values"] += v
-                    k["bytes"] += b
-        clients = sorted(by_client)
-        col = lambda key: [by_client[c][key] for c in clients]  # noqa: E731
-        ledger = self.fed.ledger
-        ledger.record(ExchangeCost(round=round_, phase=self.form.phase, index=ledger.next_index(round_), clients=clients,
-                                   multiplicity=col("mult"), samples=col("samples"), values_down=col("vd"),
-                                   values_up=col("vu"), bytes_down=col("bd"), bytes_up=col("bu"), by_key=by_key,
-                                   oracle_calls=col("calls")))
+        new = apply(self.rule, accepted, current, w.dtype)
+        return new.pop("w"), {**state, **new}
 
     # --- checkpoints ------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        """The queue, the versions and updates of the clients in flight, the predicted work
-        and the last row's columns: a resumed run continues exactly (the buffer is empty at
-        a step boundary)."""
+        """The queue, the versions and updates of the clients in flight, the predicted work,
+        the repeat counts and the last row's columns: a resumed run continues exactly (the
+        buffer is empty at a step boundary)."""
+        w = self.work
         return {"queue": self.queue.state(), "started": self.started, "versions": self.versions,
                 "pending": [list(p) for p in self.pending], "results": self.results,
-                "work": None if self.work is None else [self.work.samples, self.work.bytes_down, self.work.bytes_up],
-                "last": dict(self.last)}
+                "work": None if w is None else [w.samples, w.bytes_down, w.bytes_up, w.data_samples, w.oracle_calls],
+                "repeats": [self.repeats[0], sorted(self.repeats[1].items())], "last": dict(self.last)}
 
     def load(self, state: dict[str, Any]) -> None:
         self.queue.load(state["queue"])
         self.started = bool(state["started"])
         self.versions = {int(k): v for k, v in state["versions"].items()}
-        self.pending = [(int(a), int(b), int(c)) for a, b, c in state["pending"]]
+        self.pending = [(int(p[0]), int(p[1]), int(p[2]), int(p[3]) if len(p) > 3 else 0) for p in state["pending"]]
         self.results = {int(k): v for k, v in state["results"].items()}
         self.work = None if state["work"] is None else Workload(*map(float, state["work"]))
+        v, seen = state.get("repeats", [-1, []])
+        self.repeats = (int(v), {int(c): int(n) for c, n in seen})
         self.last = dict(state["last"])
-

@@ -140,9 +140,10 @@ def chunks(host: Any, phase: str, items: list[tuple[int, int]]) -> Iterator[list
 
 
 def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any],
-                reduce: bool, costs: MemberCosts | None = None) -> dict[Any, Any]:
+                reduce: bool, costs: MemberCosts | None = None, dispatch: int = 0) -> dict[Any, Any]:
     """`Host.map` for a phase with a batched form: chunks of clients, one batched call each.
-    `costs`: where each member's samples read and contribution size are added."""
+    `costs`: where each member's samples read and contribution size are added; `dispatch`:
+    the members' repeat number at this model version (`ClientCtx.dispatch`)."""
     fn = getattr(host.algorithm, host.algorithm.batched_phases[phase])
     result: dict[Any, Any] = {}
     if not items:
@@ -150,7 +151,7 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     gathered = gather_bytes(host, phase, items)
     uplink = getattr(host, "uplink", None) if costs is not None else None  # a server round's exchanges only
     for chunk in chunks(host, phase, items):
-        ctxs = [host.context(cid, round_) for cid, _ in chunk]
+        ctxs = [host.context(cid, round_, dispatch) for cid, _ in chunk]
         states = host.states_of(ctxs)
         residuals: list[dict[str, Any]] = []
         if uplink is not None:

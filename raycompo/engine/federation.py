@@ -25,13 +25,16 @@ from raycompo.configuration.config import Resolved, RunConfig, resolve
 from raycompo.costs.budget import Budget, check_budget
 from raycompo.costs.exchange import BREAKDOWN_KEY, ExchangeCost
 from raycompo.engine.asynchronous import AsyncServer
-from raycompo.engine.ledger import Ledger, exchange_cost
+from raycompo.engine.closing import ClosingRule, SyncRounds
+from raycompo.engine.exchange import Exchange
+from raycompo.engine.ledger import Ledger
 from raycompo.engine.pool_factory import make_pool
 from raycompo.engine.pools import Pool
 from raycompo.engine.transforms import Transforms
 from raycompo.errors import ConfigError
 from raycompo.seeding import SERVER, generator
 from raycompo.system import make_system
+from raycompo.system.event_log import EVENTS_KEY, EventLog
 from raycompo.watch.per_client import (
     CLIENTS_KEY,
     N_SAMPLES_KEY,
@@ -115,25 +118,11 @@ class RoundCtx:
         return self._exchange(phase, {c: 1 for c in cohort}, payload, False)
 
     def _exchange(self, phase: str, counts: dict[int, int], payload: dict[str, Any], reduce: bool) -> Any:
-        """One pool call; counted, it is recorded and passed to the listeners."""
-        pool = self._pool(phase)
+        """One pool call; counted, it is an exchange: the one path of engine/exchange.py."""
         if not self.counted:
-            return pool.map(phase, self.round, counts, payload, reduce)
-        ledger = self.fed.ledger
-        index = ledger.next_index(self.round + 1)
-        transforms = self.fed.transforms  # compression, DP (engine/transforms.py); None without
-        encoded: dict[str, int] = {}
-        if transforms is not None:
-            payload, encoded = transforms.payload(phase, self.round, index, payload)
-        result, members = pool.map(phase, self.round, counts, payload, reduce, count=True)
-        cost = exchange_cost(self.round + 1, phase, index, counts, payload, members)
-        if transforms is not None:
-            transforms.recount_down(cost, encoded)
-            result = transforms.noise(phase, self.round, index, result, reduce, len(counts))
-        ledger.record(cost)
-        for listener in self.fed.exchange_listeners:
-            listener(cost)
-        return result
+            return self._pool(phase).map(phase, self.round, counts, payload, reduce)
+        self._pool(phase)
+        return self.fed.exchange.run(phase, self.round, counts, payload, reduce)
 
 
 def summarize(per_client: dict[int, dict[str, float]], worst: dict[str, str]) -> dict[str, float]:
@@ -203,10 +192,19 @@ class Federation:
         budget = Budget(check_budget(self.cfg.budget, getattr(self.cfg, "system", None)))
         if budget:
             self.stop_checks.append(budget.reached)
+        self.exchange = Exchange(self)
+        """The one path of every exchange (engine/exchange.py): transforms, pool, ledger, listeners."""
+        self.events: EventLog | None = EventLog() if getattr(self.cfg, "log_events", False) else None
+        """The run's event log (`--log-events`: events.csv, one row per dispatch), or None."""
+        self.system.events = self.events
         self.asynchronous: AsyncServer | None = (
-            AsyncServer(self, r.aggregation, self.algorithm.asynchronous(r.algo_settings)) if r.aggregation else None)
+            AsyncServer(self, r.aggregation, self.algorithm.asynchronous(r.algo_settings), self.events)
+            if r.aggregation else None)
         """With --aggregation buffered|async, the event state of the asynchronous server
         (engine/asynchronous.py): a round is then one server step."""
+        self.closing: ClosingRule = self.asynchronous or SyncRounds(self, RoundCtx, self.events)
+        """How a server step closes (engine/closing.py): synchronous rounds, or the
+        asynchronous server's buffer."""
         self._pool_factory = pool_factory or default_pool
         self.pool: Pool | None = None
         if start:
@@ -262,21 +260,14 @@ class Federation:
     def cost_columns(self) -> dict[str, Any]:
         """The cumulative cost columns of this round's row (engine/ledger.py), then, with
         --system, the simulated system's (sim_time, dropped, wasted_s, dropped_*)."""
-        cols = {**self.ledger.columns(), **self.system.columns()}
-        if self.asynchronous is not None:  # staleness_mean, staleness_max, in_flight
-            cols.update(self.asynchronous.columns())
+        cols = {**self.ledger.columns(), **self.system.columns(), **self.closing.columns()}  # async: staleness_*, in_flight
         if self.transforms is not None:
             cols.update(self.transforms.columns())
         return cols
 
     def run_round(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        if self.asynchronous is not None:  # one server step of FedBuff / FedAsync
-            self.w, self.state = self.asynchronous.step(self.w, self.state)
-        else:
-            self.system.begin_round(self.round + 1)
-            self.w, self.state = self.algorithm.server_round(RoundCtx(self, self.round, counted=True), self.w, self.state)
-            self.system.end_round()
+        self.w, self.state = self.closing.step(self.w, self.state)  # a synchronous round or an asynchronous step
         self.round += 1
         breakdown = self.ledger.close_round(self.round)
         if self.transforms is not None:
@@ -296,6 +287,8 @@ class Federation:
         )
         row.update(costs)  # after the columns that existed before them
         row[BREAKDOWN_KEY] = breakdown  # costs.csv's rows of this round (taken out by the run loop)
+        if self.events is not None:
+            row[EVENTS_KEY] = self.events.take()  # events.csv's rows of this step (taken out likewise)
         if stopped:
             row["stopped"] = stopped  # the last row only: not a metrics.csv column
         return row
@@ -342,6 +335,7 @@ class Federation:
             "ledger": self.ledger.state(),
             "system": self.system.state(),
             **({"asynchronous": self.asynchronous.state()} if self.asynchronous is not None else {}),
+            **({"events": self.events.state()} if self.events is not None else {}),
             **({"transforms": self.transforms.state()} if self.transforms is not None else {}),
         }
 
@@ -359,6 +353,8 @@ class Federation:
         self.system.load(ckpt.get("system"))  # the same clock goes on
         if self.asynchronous is not None and ckpt.get("asynchronous") is not None:  # clients in flight go on
             self.asynchronous.load(ckpt["asynchronous"])
+        if self.events is not None:  # dispatch numbers go on
+            self.events.load(ckpt.get("events"))
         if self.transforms is not None and ckpt.get("transforms") is not None:  # server residuals, accountant
             self.transforms.load(ckpt["transforms"], self.round)
         self.pool.load_client_states(ckpt["client_states"])

@@ -31,7 +31,7 @@ from raycompo.engine.state_store import StateStore
 from raycompo.engine.transforms import make_uplink
 from raycompo.engine.uncounted import UncountedReads
 from raycompo.problems.oracle import metering
-from raycompo.seeding import CLIENT, fold, generator_from
+from raycompo.seeding import client_prefix, generator_from
 from raycompo.tasks.base import ClientData
 from raycompo.watch.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
@@ -49,15 +49,19 @@ class ClientCtx:
     round: int = 0
     seed: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    dispatch: int = 0
+    """The client's earlier dispatches at this round (model version) in an asynchronous run:
+    0 for its first (and every synchronous round's); a repeat draws apart (`key_prefix`)."""
 
     @property
     def key_prefix(self) -> int:
-        """The 64-bit state of (seed, CLIENT, client, round), folded once per context: every
-        stream of this client and round continues it with (step, stream) (`rng`; a batched
-        phase folds a whole chunk's at once, algorithms/cohort.py)."""
+        """The 64-bit state of (seed, CLIENT, client, round), and (DISPATCH, k) for a client's
+        k-th repeat dispatch at one model version, folded once per context: every stream of
+        this client and round continues it with (step, stream) (`rng`; a batched phase folds
+        a whole chunk's at once, algorithms/cohort.py)."""
         prefix = self.__dict__.get("_prefix")
         if prefix is None:
-            prefix = self._prefix = fold(0, self.seed, CLIENT, self.client_id, self.round)
+            prefix = self._prefix = client_prefix(self.seed, self.client_id, self.round, self.dispatch)
         return prefix
 
     def rng(self, step: int, stream: int = 0) -> torch.Generator:
@@ -157,17 +161,20 @@ class Host:
         self._exchanges[cid] = n + 1
         return n
 
-    def context(self, cid: int, round_: int) -> ClientCtx:
+    def context(self, cid: int, round_: int, dispatch: int = 0) -> ClientCtx:
+        """Client cid's context in round `round_` (its `dispatch`-th repeat at that model
+        version: a scratch of its own, its draws counted afresh)."""
         if round_ != self.scratch_round:  # scratch lives for one round
             self.scratch, self.scratch_round = {}, round_
         data = self.clients.get(cid)
-        scratch = self.scratch.get(cid)
-        if scratch is None:  # the client's first phase of the round
-            scratch = self.scratch[cid] = {}
+        slot = cid if dispatch == 0 else (cid, dispatch)
+        scratch = self.scratch.get(slot)
+        if scratch is None:  # the client's first phase of the round (or of this dispatch)
+            scratch = self.scratch[slot] = {}
             new_round = getattr(data, "new_round", None)
             if new_round is not None:
                 new_round()
-        return ClientCtx(cid, data, scratch, round_, self.seed, self.device)
+        return ClientCtx(cid, data, scratch, round_, self.seed, self.device, dispatch)
 
     def state(self, c: ClientCtx) -> State:
         """Client c's persistent state, created by the algorithm on first use."""
@@ -190,22 +197,42 @@ class Host:
         self.states.put(cid, state)
 
     def map(self, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any], reduce: bool = True,
-            count: bool = False):
+            count: bool = False, dispatch: int = 0, probe: bool = False):
         """Run client phase `phase` for each (client, multiplicity); sum or collect.
         `count`: also return, as `(result, MemberCosts)`, each member's samples read and
-        values / bytes returned (engine/ledger.py)."""
+        values / bytes returned (engine/ledger.py). `dispatch`: the members' repeat number at
+        this model version (`ClientCtx.dispatch`). `probe`: what they would return, leaving
+        no trace: their states, scratch and exchange counts are as before the call (an
+        asynchronous run predicts its first dispatches' work so)."""
+        if not probe:
+            return self._map(phase, round_, items, payload, reduce, count, dispatch)
+        ids = [cid for cid, _ in items]
+        kept, exchanges = self.states.snapshot(ids), dict(self._exchanges)
+        try:
+            return self._map(phase, round_, items, payload, reduce, count, dispatch)
+        finally:
+            for cid in ids:
+                if cid in kept:
+                    self.states.put(cid, kept[cid])
+                else:
+                    self.states.discard(cid)
+                self.scratch.pop(cid if dispatch == 0 else (cid, dispatch), None)
+            self._exchanges = exchanges
+
+    def _map(self, phase: str, round_: int, items: list[tuple[int, int]], payload: dict[str, Any], reduce: bool,
+             count: bool, dispatch: int):
         t0 = time.perf_counter()
         run_phase = self.algorithm.phase(phase)
         payload = to_device(payload, self.device)
         costs = MemberCosts() if count else None
         if phase in self.batched:  # the clients in batched chunks (engine/batched.py)
-            batched = run_batched(self, phase, round_, items, payload, reduce, costs)
+            batched = run_batched(self, phase, round_, items, payload, reduce, costs, dispatch)
             self.busy_seconds += time.perf_counter() - t0
             return (batched, costs) if count else batched
         result: dict[Any, Any] = {}
         uplink = self.uplink if count else None  # a server round's exchanges only
         for cid, mult in items:
-            c = self.context(cid, round_)
+            c = self.context(cid, round_, dispatch)
             read = samples_read(c.data) if costs is not None else 0
             state, residuals = split_residuals(self.state(c)) if uplink else (self.state(c), {})
             calls = 0

@@ -129,12 +129,14 @@ class MemberCosts:
 
 
 def exchange_cost(round_: int, phase: str, index: int, counts: dict[int, int], payload: dict[str, Any],
-                  members: MemberCosts) -> ExchangeCost:
+                  members: MemberCosts, encoded: dict[str, int] | None = None) -> ExchangeCost:
     """The record of one exchange: the hosts' `members` (any order) sorted by client id,
-    with the payload's values down (the same for every member)."""
+    with the payload's values down (the same for every member; a key sent compressed,
+    `encoded`, at its message's bytes)."""
     order = sorted(range(len(members.clients)), key=members.clients.__getitem__)
     clients = [members.clients[i] for i in order]
     down = count_by_key(payload)
+    down.update({key: (down[key][0], size) for key, size in (encoded or {}).items()})
     vdown = sum(v for v, _ in down.values())
     bdown = sum(b for _, b in down.values())
     k = len(clients)
@@ -148,6 +150,39 @@ def exchange_cost(round_: int, phase: str, index: int, counts: dict[int, int], p
         bytes_down=[bdown] * k, bytes_up=[members.bytes_up[i] for i in order],
         by_key=by_key, oracle_calls=[members.oracle_calls[i] for i in order],
     )
+
+
+def member_cost(costs: MemberCosts, i: int, contribution: dict[str, Any], down: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """Member i of `costs` alone (an asynchronous client's update, recorded when it arrives):
+    samples, oracle calls, values and bytes up, and {key: (values, bytes)} down and up (a
+    key sent compressed at its message's bytes)."""
+    c = costs.clients[i]
+    up = count_by_key(contribution)  # the decoded contribution: a compressed key's bytes are its message's
+    up.update({key: (up[key][0], size) for key, size in costs.encoded.get(c, {}).items()})
+    return {"samples": costs.samples[i], "oracle_calls": costs.oracle_calls[i] if costs.oracle_calls else 0,
+            "values_up": costs.values_up[i], "bytes_up": costs.bytes_up[i], "down": down, "up": up}
+
+
+def arrivals_cost(round_: int, phase: str, index: int, members: list[tuple[int, dict[str, Any]]]) -> ExchangeCost:
+    """The record of an asynchronous server step: each (client, `member_cost`) whose update
+    arrived in it (a client that arrived twice counts twice), not a barrier."""
+    by_client: dict[int, list[int]] = {}  # mult, samples, calls, values / bytes down, values / bytes up
+    by_key: dict[str, dict[str, int]] = {}
+    for c, cost in members:
+        acc = by_client.setdefault(c, [0] * 7)
+        down = [sum(v for v, _ in cost["down"].values()), sum(b for _, b in cost["down"].values())]
+        for j, v in enumerate([1, cost["samples"], cost["oracle_calls"], *down, cost["values_up"], cost["bytes_up"]]):
+            acc[j] += v
+        for direction in ("down", "up"):
+            for key, (v, b) in cost[direction].items():
+                k = by_key.setdefault(f"{direction}:{key}", {"values": 0, "bytes": 0})
+                k["values"] += v
+                k["bytes"] += b
+    clients = sorted(by_client)
+    col = [[by_client[c][j] for c in clients] for j in range(7)]
+    return ExchangeCost(round=round_, phase=phase, index=index, clients=clients, multiplicity=col[0], samples=col[1],
+                        values_down=col[3], values_up=col[5], bytes_down=col[4], bytes_up=col[6], by_key=by_key,
+                        oracle_calls=col[2], barrier=False)
 
 
 class Ledger:

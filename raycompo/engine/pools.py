@@ -21,10 +21,12 @@ class Pool(Protocol):
     n_clients: int
 
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
-            count: bool = False) -> Any:
+            count: bool = False, dispatch: int = 0, probe: bool = False) -> Any:
         """reduce: the float64 sum over clients (with multiplicity) of the phase's
         contributions; otherwise {client id: contribution}. `count`: `(that, MemberCosts)`,
-        the members' samples read and contribution sizes (engine/ledger.py)."""
+        the members' samples read and contribution sizes (engine/ledger.py). `dispatch`:
+        the members' repeat number at this model version; `probe`: the answer without any
+        client's state moving (`Host.map`)."""
         ...
 
     def client_state(self, cid: int) -> State: ...
@@ -60,12 +62,12 @@ class InlinePool:
         self.host.ready()
 
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
-            count: bool = False) -> Any:
+            count: bool = False, dispatch: int = 0, probe: bool = False) -> Any:
         items = sorted(counts.items())
         if count:
-            result, costs = self.host.map(phase, round_, items, payload, reduce, True)
+            result, costs = self.host.map(phase, round_, items, payload, reduce, True, dispatch, probe)
             return combine([result], reduce), costs
-        return combine([self.host.map(phase, round_, items, payload, reduce)], reduce)
+        return combine([self.host.map(phase, round_, items, payload, reduce, False, dispatch, probe)], reduce)
 
     def client_state(self, cid: int) -> State:
         return self.host.client_state(cid)

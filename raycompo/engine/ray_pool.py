@@ -96,7 +96,7 @@ class RayPool:
         return bisect_right(self._starts, cid) - 1
 
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
-            count: bool = False) -> Any:
+            count: bool = False, dispatch: int = 0, probe: bool = False) -> Any:
         per_host: dict[int, list[tuple[int, int]]] = {}
         for cid, mult in sorted(counts.items()):
             per_host.setdefault(self.owner(cid), []).append((cid, mult))
@@ -106,7 +106,7 @@ class RayPool:
         # travels inside each call (no put, no store round trip: ~2.5 ms less per map).
         ref = ray.put(payload) if size > INLINE_PAYLOAD_BYTES else payload
         hosts = sorted(per_host)
-        futures = [self.actors[j].map.remote(phase, round_, per_host[j], ref, reduce, count) for j in hosts]
+        futures = [self.actors[j].map.remote(phase, round_, per_host[j], ref, reduce, count, dispatch, probe) for j in hosts]
         answers = self._get(futures, f"phase {phase!r} of round {round_}", hosts)
         if not count:
             return combine(answers, reduce)

@@ -3,11 +3,11 @@ them, in one place.
 
 * Up, on the hosts (`make_uplink`, applied by `Host.map` and `engine/batched.py` to what
   each member returns): compression per key with error feedback, DP clipping.
-* On the driver (`Transforms`, called by `RoundCtx._exchange` for a server round's
-  exchanges): the payload compressed down (`--compress-down`, error feedback kept by the
+* On the driver (`Transforms`, called by the one exchange, engine/exchange.py, for every
+  exchange of a server step, synchronous or asynchronous): the payload compressed down (`--compress-down`, error feedback kept by the
   server), the DP noise added to the sums (or to each member's contribution for
   `map_each`: the same Gaussian mechanism, one client's value per release), the
-  accountant told, and the ledger's bytes set to the encoded sizes.
+  accountant told; the encoded sizes go to the ledger's record (engine/ledger.exchange_cost).
 
 Without `--compress`, `--compress-down` and `--dp-clip` none of this exists (None): the
 exchanges are what they were, bit for bit.
@@ -24,7 +24,6 @@ from raycompo.compression.methods import Method, parse_method
 from raycompo.compression.privacy import Accountant, DpSettings, check_dp, noised
 from raycompo.compression.uplink import Uplink, key_tag
 from raycompo.configuration.config import Resolved
-from raycompo.costs.exchange import ExchangeCost
 from raycompo.seeding import PRIVACY, SERVER, generator
 
 DOWN_STREAM = 11
@@ -106,20 +105,6 @@ class Transforms:
             out[key] = c.reshape(v.shape).to(v.dtype)
             encoded[key] = math.ceil(method.bits(x.shape[1]) / 8)
         return out, encoded
-
-    # --- the ledger's bytes -------------------------------------------------------------
-    @staticmethod
-    def recount_down(cost: ExchangeCost, encoded: dict[str, int]) -> None:
-        """Set the record's bytes down to the encoded sizes of the compressed keys."""
-        if not encoded:
-            return
-        k = len(cost.clients)
-        saved = 0
-        for key, size in encoded.items():
-            entry = cost.by_key[f"down:{key}"]
-            saved += entry["bytes"] // max(k, 1) - size
-            entry["bytes"] = size * k
-        cost.bytes_down = [b - saved for b in cost.bytes_down]
 
     # --- DP ------------------------------------------------------------------------------
     def noise(self, phase: str, round_: int, index: int, result: Any, reduce: bool, members: int) -> Any:

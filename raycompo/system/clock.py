@@ -104,9 +104,12 @@ class Clock:
         """The last round's work per member and exchange, from which finish times are
         predicted. Before any round ran: the model down and up once, no sample."""
         self._work: list[Workload] = []
+        self.arrivals: dict[int, float] = {}
+        """When each member's contribution of the round's last exchange so far arrived."""
 
     def begin_round(self) -> None:
         self._work = []
+        self.arrivals = {}
         self.devices.begin_round()
 
     def end_round(self) -> list[Workload]:
@@ -169,6 +172,7 @@ class Clock:
                 if wait > 0:
                     waits.append((c, wait))
             took = wait + member_time(rates(c), member_work(cost, i), cost.bytes_down[i], cost.bytes_up[i])
+            self.arrivals[c] = t + took
             if took > worst:
                 worst = took
         self.now = t + worst

@@ -30,6 +30,7 @@ from raycompo.system.clock import Clock, Workload
 from raycompo.system.counters import COUNTERS, ClientCounters, RunTotals
 from raycompo.system.devices import Device, DeviceModel, read_devices_csv
 from raycompo.system.dropped import DroppedCosts
+from raycompo.system.event_log import Dispatch, EventLog
 from raycompo.system.profile import Profile
 
 COLUMNS = SYSTEM_COLUMNS
@@ -122,6 +123,11 @@ class System:
         self.dropped_costs = DroppedCosts()
         """The round's dropped candidates and what they cost (`dropped`: DROPPED_COLUMNS)."""
         self._candidate = draws.prefix(seed, draws.CANDIDATE)
+        self.events: EventLog | None = None
+        """The run's event log (`--log-events`; set by the driver), or None: dropped
+        candidates are logged as they are dropped, members' times are kept for it."""
+        self._started: dict[int, float] = {}
+        self._round_start = 0.0
         self.round = 0
         self._members: set[int] = set()
         self._stream = 0
@@ -157,6 +163,8 @@ class System:
     def begin_round(self, round_: int) -> None:
         """Round `round_` (1-based) starts at `now`."""
         self.round, self._members = round_, set()
+        self._started = {}
+        self._round_start = self.clock.now
         self.clock.begin_round()
         self.totals.begin_round()
         self.dropped_costs.begin_round()
@@ -167,6 +175,18 @@ class System:
         charges its dropped candidates (`dropped.DroppedCosts`)."""
         self.dropped_costs.end_round(self.clock.end_round(), self.devices.rates)
 
+    def end_step(self, work: Workload) -> None:
+        """An asynchronous server step is over: its lost clients are charged their work until
+        they left, each dispatch's work being `work` (the predicted member's), as a
+        synchronous round charges a departed candidate (`dropped.DroppedCosts`)."""
+        self.dropped_costs.end_round([work], self.devices.rates)
+
+    def member_times(self, c: int) -> tuple[float | None, float | None]:
+        """(dispatched, finished) in simulated seconds of member c of the round in progress
+        (for the event log): sent when kept (the round's start for a member the policy did
+        not choose, e.g. every client), finished when its last contribution arrived."""
+        return self._started.get(c, self._round_start), self.clock.arrivals.get(c)
+
     def select(self, m: int, stream: int, plain_draw: Callable[[int], list[int]]) -> list[int]:
         """A cohort of m clients for this round, as the profile's selection policy chooses
         it (`selection.Deadline`: the engine's `plain_draw(m)` when every client is always
@@ -176,7 +196,10 @@ class System:
         return self.policy.select(m, self)
 
     def on_exchange(self, cost: ExchangeCost) -> None:
-        """One exchange: the clock moves by its slowest member's time (`Clock.exchange`)."""
+        """One exchange: the clock moves by its slowest member's time (`Clock.exchange`); an
+        asynchronous step's arrivals (not a barrier) moved it by their own events already."""
+        if not cost.barrier:
+            return
         if cost.round != self.round:
             self.begin_round(cost.round)
         for c, wait in self.clock.exchange(cost, self._members, self.profile.name):
@@ -222,8 +245,16 @@ class System:
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
-    def drop(self, c: int, wasted_s: float, left: bool) -> None:
-        self.drop_many([c], [wasted_s], [left])
+    def drop(self, c: int, wasted_s: float, left: bool, charge: bool = True) -> None:
+        """`drop_many` of one client, not logged (an asynchronous server logs its own
+        dispatches); `charge` False: its work is in the ledger already (a stale update)."""
+        self.counters.count("dropped", [c])
+        if left:
+            self.counters.count("left", [c])
+        self.counters.add_many("wasted_s", [c], [wasted_s])
+        self.totals.drop_many([wasted_s])
+        if charge:
+            self.dropped_costs.drop_many([c], [wasted_s])
 
     def drop_many(self, clients: list[int], wasted_s: list[float], left: list[bool]) -> None:
         self.counters.count("dropped", clients)
@@ -231,10 +262,17 @@ class System:
         self.counters.add_many("wasted_s", clients, wasted_s)
         self.totals.drop_many(wasted_s)
         self.dropped_costs.drop_many(clients, wasted_s)
+        if self.events is not None:  # each dropped candidate started at `now` (the attempt's start)
+            first, now = self.events.number(len(clients)), self.clock.now
+            for i, (c, w, gone) in enumerate(zip(clients, wasted_s, left)):
+                self.events.add(Dispatch(self.round, first + i, c, self.round - 1, now, now + w,
+                                         "lost" if gone else "dropped", None))
 
     def keep(self, clients: list[int]) -> list[int]:
         self.counters.count("selected", clients)
         self._members.update(clients)
+        if self.events is not None:
+            self._started.update(dict.fromkeys(clients, self.clock.now))
         return clients
 
     # --- what the engine reads -----------------------------------------------------------
@@ -276,9 +314,13 @@ class NoSystem:
     column is added, nothing is counted or saved. The same interface as `System`."""
 
     on = False
+    events = None
 
     def begin_round(self, round_: int) -> None:
         pass
+
+    def member_times(self, c: int) -> tuple[None, None]:
+        return None, None
 
     def end_round(self) -> None:
         pass
