@@ -77,10 +77,10 @@ NOT_METRICS = ("round", "diverged", "trial_id", "status")
 
 EXECUTION = ("seed", "task", "algo", "settings", "rounds", "backend", "clients_per_actor", "cpus_per_actor",
              "gpus_per_actor", "data_dir", "host_timeout_s", "state_memory_gb", "vectorize", "vectorize_memory_mb",
-             "threads")
+             "threads", "log_events")
 """`RunConfig` fields that do not tell lines apart: the seed (a line's runs are its seeds),
 those grouped on their own (task, algo, settings) and those that choose only how a run
-executes (the same rows to 1e-6), or how long (`rounds`: a longer run continues the same
+executes (the same rows to 1e-6) or what it writes besides its rows (`log_events`), or how long (`rounds`: a longer run continues the same
 curve). Every other field (system, budget, eval_every, ... and any field added later) does."""
 
 
