@@ -7,6 +7,7 @@ fake driver puts the rows in."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 
 import pytest
 
@@ -205,3 +206,19 @@ def test_the_flag_and_the_keyword_set_log_events(fake_events):
     assert result.config["log_events"] is True and result.event_rows == step_rows(1)
     with pytest.raises(ConfigError, match="log_events"):
         raycompo.run("dro-mnist5k", "fedavg", rounds=1, log_events="yes")
+
+
+def test_a_claims_variant_and_a_sweeps_trial_repeat_log_events_as_the_flag(tmp_path):
+    from raycompo.reproduce.runner import command, plan
+    from raycompo.reproduce.spec import Claim, Panel, V
+    from raycompo.run import build_parser, config_from_args
+    from raycompo.tune.results import command_line
+
+    claim = Claim(name="c", source="s", title="t", task="synthetic", rounds=2, settings={"n_clients": 6},
+                  variants=(V("ev", "fedavg", log_events=True),), metrics=(), panels=(Panel("val_acc", "a"),),
+                  paper_says="p")
+    (job,) = plan(claim, tmp_path, seeds=1)
+    again = config_from_args(build_parser().parse_args(shlex.split(command(job))[3:]))
+    assert job.cfg.log_events is True and again.log_events is True
+    line = command_line(dataclasses.replace(small_config(), log_events=True).to_dict())  # a sweep's trial
+    assert config_from_args(build_parser().parse_args(shlex.split(line)[3:])).log_events is True
