@@ -222,3 +222,18 @@ def test_a_claims_variant_and_a_sweeps_trial_repeat_log_events_as_the_flag(tmp_p
     assert job.cfg.log_events is True and again.log_events is True
     line = command_line(dataclasses.replace(small_config(), log_events=True).to_dict())  # a sweep's trial
     assert config_from_args(build_parser().parse_args(shlex.split(line)[3:])).log_events is True
+
+
+def test_a_recovery_rolls_the_events_back_to_its_checkpoint(tmp_path):
+    """What a dead actor's recovery does before it replays from the checkpoint of step 2
+    (runner._roll_back): the folder's events.csv and a run without folder's kept events."""
+    from raycompo.engine.runner import KeptCosts, KeptInMemory, _roll_back
+
+    writer = RunWriter(tmp_path, {**small_config().to_dict(), "log_events": True})
+    kept = KeptInMemory()
+    rows = [{"round": r} for r in range(4)]
+    for step in (1, 2, 3):
+        writer.on_events(step_rows(step))
+        kept.on_events(step_rows(step))
+    _roll_back(rows, writer, kept, KeptCosts([]), 2)
+    assert read_events(tmp_path) == kept.events == step_rows(1) + step_rows(2)
