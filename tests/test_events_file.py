@@ -119,15 +119,15 @@ def test_a_run_without_log_events_has_no_events_csv(tmp_path):
 
 @pytest.fixture
 def fake_events(monkeypatch):
-    """Every server round's row carries `step_rows(round)` (what the driver puts there
-    with log_events), unless the driver already put its own."""
+    """Every server round's row of a run with log_events carries `step_rows(round)`, in
+    place of what the driver put there: these tests are of the run folder's side."""
     from raycompo.engine.federation import Federation
 
     real = Federation.run_round
 
     def run_round(self):
         row = real(self)
-        if self.cfg.log_events and EVENTS_KEY not in row:
+        if self.cfg.log_events:
             row[EVENTS_KEY] = step_rows(row["round"])
         return row
 
