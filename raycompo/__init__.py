@@ -55,8 +55,9 @@ other. Every import counts: inside a function, by a name (importlib) or through 
                        which client phases run batched (--vectorize), and why not
   configuration.config
                        a run's configuration, resolved into validated settings
-  runfolder.clients_file | runfolder.costs_file
-                       the run folder's clients.csv and costs.csv (appended as each round ends)
+  runfolder.clients_file | runfolder.costs_file | runfolder.events_file
+                       the run folder's clients.csv, costs.csv and events.csv (appended as each
+                       round ends)
   runfolder.results    the run folder: config.json, metrics.csv, resuming
   engine/              runs an algorithm over clients: hosts, pools (inline, Ray actors),
                        driver, checkpoints, recovery, placement, metrics for the dashboard;

@@ -65,7 +65,7 @@ def run_arguments() -> dict[str, Arg]:
         "concurrency": positive_int(none=True), "buffer": positive_int(none=True),
         "compress": Arg(("mapping",), none=True), "compress_down": Arg(("mapping",), none=True),
         "dp_clip": Arg(("number",), none=True), "dp_noise": Arg(("number",), none=True), "dp_delta": Arg(("number",)),
-        "on_row": Arg(("callable",), none=True),
+        "log_events": Arg(("bool",)), "on_row": Arg(("callable",), none=True),
         "progress": Arg(("bool", "choice"), choices=MODES),
         "tracker": Arg(("names",), choices=TRACKERS, none=True),
         "observers": Arg(("instances",), cls=Observer),
@@ -111,6 +111,7 @@ def run(
     dp_clip: float | None = None,
     dp_noise: float | None = None,
     dp_delta: float = 1e-5,
+    log_events: bool = False,
     on_row: Callable[[Row], None] | None = None,
     progress: bool | str = False,
     tracker: str | Sequence[str] | None = None,
@@ -158,6 +159,11 @@ def run(
     dp_clip, dp_noise, dp_delta: client-level DP as DP-FedAvg (as --dp-clip C --dp-noise z
         --dp-delta): each client's contribution clipped to L2 norm C, N(0, z^2 C^2) added to
         the server's sums, the column `epsilon` at delta (budget {'epsilon': 8} ends a run there).
+    log_events: write `out`/events.csv (as --log-events): one row per dispatch, its client,
+        the model version it downloaded, its dispatch and finish times (simulated seconds,
+        with `system`) and its fate (applied at server step s with staleness tau, stale,
+        dropped, lost), for synchronous and asynchronous runs; `.events` is the same frame
+        (kept in memory without `out`). docs/system.md#eventscsv.
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
         Recorded in config.json (this process's number when None), and `resume` sets it
         again: a resumed run's sums of floats are split over threads as before.
@@ -173,6 +179,7 @@ def run(
     with the cumulative cost columns samples, values_up, values_down, bytes_up,
     bytes_down and exchanges), `.costs` (the per-key breakdown, the run folder's
     costs.csv), `.clients` (every evaluated client's metrics, clients.csv's tidy rows),
+    `.events` (with `log_events`: one row per dispatch, events.csv),
     `.status` ('completed' or 'diverged'), `.config` (what config.json
     holds), `.final` (the last row), `.out`. Raises ConfigError / DataUnavailableError on bad input;
     `raycompo.engine.signals.Interrupted` (a KeyboardInterrupt) on Ctrl-C or SIGTERM.
@@ -204,7 +211,7 @@ def _run_config(a: dict[str, Any]) -> Any:
         budget=dict(a["budget"]) if isinstance(a["budget"], Mapping) else a["budget"],  # type: ignore[arg-type]  (checked by resolve)
         compress=_mapping(a["compress"]), compress_down=_mapping(a["compress_down"]),
         dp_clip=a["dp_clip"], dp_noise=a["dp_noise"], dp_delta=a["dp_delta"],
-        threads=a["threads"],
+        threads=a["threads"], log_events=a["log_events"],
     )
 
 

@@ -24,6 +24,11 @@ communicated), bytes (bytes_up + bytes_down) or sim_time (simulated seconds, run
 --system only). A line's x at a round is the mean over its runs (seeds) of that round's
 value; a run without the columns of the axis is an error naming them.
 
+`--events staleness` draws, from each run's events.csv (`--log-events`), the histogram of
+the staleness of its applied updates; `--events participation` the number of applied
+dispatches per client (raycompo/runfolder/events_file.py). A run without events.csv is
+an error (run it with --log-events).
+
 From Python, this module is callable: `raycompo.plot(sources, metric=..., x=..., out=...)`
 returns the matplotlib Figure (and writes it when `out` is given). Bad input (no
 metrics.csv, an unknown metric, which lists the columns there are) raises ConfigError;
@@ -77,10 +82,10 @@ NOT_METRICS = ("round", "diverged", "trial_id", "status")
 
 EXECUTION = ("seed", "task", "algo", "settings", "rounds", "backend", "clients_per_actor", "cpus_per_actor",
              "gpus_per_actor", "data_dir", "host_timeout_s", "state_memory_gb", "vectorize", "vectorize_memory_mb",
-             "threads")
+             "threads", "log_events")
 """`RunConfig` fields that do not tell lines apart: the seed (a line's runs are its seeds),
 those grouped on their own (task, algo, settings) and those that choose only how a run
-executes (the same rows to 1e-6), or how long (`rounds`: a longer run continues the same
+executes (the same rows to 1e-6) or what it writes besides its rows (`log_events`), or how long (`rounds`: a longer run continues the same
 curve). Every other field (system, budget, eval_every, ... and any field added later) does."""
 
 
@@ -337,21 +342,24 @@ def curve(line: Line, metric: str, x: str):
 PLOT_ARGS = {
     "sources": Arg(("path", "paths")), "metric": Arg(("str",), none=True), "x": Arg(("choice",), choices=tuple(X_LABELS)),
     "out": Arg(("path",), none=True), "title": Arg(("text",), none=True), "all_trials": Arg(("bool",)),
-    "log": Arg(("bool",), none=True),
+    "log": Arg(("bool",), none=True), "events": Arg(("choice",), choices=("staleness", "participation"), none=True),
 }
 """What `plot` accepts (raycompo.configuration.arguments)."""
 
 
 def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, *, x: str = "round",
          out: str | Path | None = None, title: str | None = None, all_trials: bool = False,
-         log: bool | None = None):
+         log: bool | None = None, events: str | None = None):
     """Draw `metric` of the runs in `sources` against `x`: 'round' (default), 'wall_time',
     or a cost: 'samples', 'values' (values_up + values_down), 'bytes' (bytes_up +
     bytes_down) or 'sim_time' (runs with a simulated system); one line (mean over seeds,
-    95% CI band) per algorithm and settings. Returns the Figure; writes it to `out` (.png,
-    .pdf, .svg) when given. Raises ConfigError on bad input, e.g. a run without the
-    columns of `x`."""
+    95% CI band) per algorithm and settings. `events` ('staleness' or 'participation')
+    draws the runs' events.csv instead (`plot_events`). Returns the Figure; writes it to
+    `out` (.png, .pdf, .svg) when given. Raises ConfigError on bad input, e.g. a run
+    without the columns of `x`."""
     check("raycompo.plot", locals(), PLOT_ARGS)
+    if events is not None:
+        return plot_events(sources, events, out=out, title=title)
     runs = read_sources(sources, all_trials=all_trials)
     if not runs:
         raise ConfigError(f"{', '.join(map(str, [sources] if isinstance(sources, (str, Path)) else sources))}: "
@@ -405,6 +413,82 @@ def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, 
     return fig
 
 
+# --- events.csv ------------------------------------------------------------------------------
+
+
+EVENT_PLOTS = {"staleness": "staleness of applied updates (server steps)",
+               "participation": "client"}
+"""`--events`: what each draws, by its x axis label."""
+
+
+def read_event_runs(sources: Sequence[str | Path] | str | Path) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(a label, events.csv's rows) of each run in `sources` (a run folder, or a folder of
+    runs: every events.csv below it); ConfigError where there is none."""
+    from raycompo.runfolder.events_file import FILE, read_events
+
+    runs = []
+    for src in [sources] if isinstance(sources, (str, Path)) else sources:
+        folder = Path(src)
+        if not folder.is_dir():
+            raise ConfigError(f"{folder}: no such folder")
+        files = [folder / FILE] if (folder / FILE).exists() else sorted(folder.rglob(FILE))
+        if not files:
+            raise ConfigError(f"{folder}: no events.csv; run it with --log-events (raycompo.run(..., "
+                              "log_events=True)) to log its dispatches")
+        runs += [(str(f.parent), read_events(f.parent)) for f in files]
+    return runs
+
+
+def plot_events(sources: Sequence[str | Path] | str | Path, kind: str, *, out: str | Path | None = None,
+                title: str | None = None):
+    """From the runs' events.csv: 'staleness', the histogram of the staleness of the applied
+    updates (one per run, overlaid), or 'participation', the number of applied dispatches
+    per client (bars, side by side for several runs). Returns the Figure; writes `out`."""
+    from matplotlib.figure import Figure
+
+    runs = read_event_runs(sources)
+    applied = [(label, [r for r in rows if r["fate"] == "applied"]) for label, rows in runs]
+    if not any(rows for _, rows in applied):
+        raise ConfigError(f"{', '.join(label for label, _ in runs)}: no applied update in events.csv")
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot()
+    (_staleness if kind == "staleness" else _participation)(ax, applied)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.get_major_locator().set_params(integer=True)  # steps, clients and counts
+    ax.set_xlabel(EVENT_PLOTS[kind], fontsize=11)
+    ax.set_ylabel("applied updates" if kind == "staleness" else "applied dispatches", fontsize=11)
+    ax.set_title(title if title is not None else f"{kind} (events.csv)", fontsize=11)
+    ax.grid(alpha=0.3)
+    if len(applied) > 1:
+        ax.legend(fontsize=9, framealpha=0.85)
+    fig.tight_layout()
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=150)
+    return fig
+
+
+def _staleness(ax: Any, runs: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    """One histogram per run of its applied updates' staleness, a bin per integer."""
+    top = max((r["staleness"] or 0 for _, rows in runs for r in rows), default=0)
+    bins = [b - 0.5 for b in range(top + 2)]
+    for label, rows in runs:
+        ax.hist([r["staleness"] or 0 for r in rows], bins=bins, label=label, alpha=0.6 if len(runs) > 1 else 1.0,
+                edgecolor="black", linewidth=0.6)
+
+
+def _participation(ax: Any, runs: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    """Bars of each run's applied dispatches per client (every client of any run's rows)."""
+    import collections
+
+    clients = sorted({r["client"] for _, rows in runs for r in rows})
+    width = 0.8 / len(runs)
+    for i, (label, rows) in enumerate(runs):
+        count = collections.Counter(r["client"] for r in rows)
+        ax.bar([c + (i - (len(runs) - 1) / 2) * width for c in clients], [count[c] for c in clients], width=width,
+               label=label)
+
+
 def _check_cost_columns(runs: list[Run], axis: str) -> None:
     """ConfigError naming the runs that lack the columns of cost axis `axis`."""
     lacking = [(r.source, missing_columns(r.frame.columns, axis)) for r in runs]
@@ -430,6 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", default=None)
     p.add_argument("--all-trials", action="store_true", help="a sweep: every setting, not the best per algorithm")
     p.add_argument("--log", action="store_true", default=None, help="log-scale y axis")
+    p.add_argument("--events", default=None, choices=tuple(EVENT_PLOTS),
+                   help="draw the runs' events.csv (--log-events) instead: staleness (histogram of the applied "
+                        "updates' staleness) or participation (applied dispatches per client)")
     return p
 
 
@@ -437,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         plot(args.sources, args.metric, x=args.x, out=args.out, title=args.title, all_trials=args.all_trials,
-             log=args.log)
+             log=args.log, events=args.events)
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -83,6 +83,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy "
                         "machine. Recorded in config.json (this process's number when not given): --resume uses it again")
+    p.add_argument("--log-events", action="store_true",
+                   help="write events.csv in the run folder: one row per dispatch (client, model version, dispatch "
+                        "and finish times in simulated seconds, fate: applied with its staleness, stale, dropped, "
+                        "lost); docs/system.md")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -95,7 +99,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         system=args.system, threads=args.threads, aggregation=args.aggregation, concurrency=args.concurrency,
         buffer=args.buffer, compress=parse_compress(args.compress, "--compress"),
         compress_down=parse_compress(args.compress_down, "--compress-down"), dp_clip=args.dp_clip,
-        dp_noise=args.dp_noise, dp_delta=args.dp_delta,
+        dp_noise=args.dp_noise, dp_delta=args.dp_delta, log_events=args.log_events,
     )
 
 
@@ -347,7 +351,7 @@ RESUME_CHANGES = {
     "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system", "threads": "threads",
     "aggregation": "aggregation", "concurrency": "concurrency", "buffer": "buffer",
     "compress": "compress", "compress_down": "compress_down", "dp_clip": "dp_clip", "dp_noise": "dp_noise",
-    "dp_delta": "dp_delta",
+    "dp_delta": "dp_delta", "log_events": "log_events",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""

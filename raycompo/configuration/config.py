@@ -102,6 +102,11 @@ class RunConfig:
     """The noise multiplier z: N(0, z^2 C^2 I) added to the server's sums (None: 0)."""
     dp_delta: float = 1e-5
     """The delta at which the accountant reports epsilon (the column `epsilon`)."""
+    log_events: bool = False
+    """Write the run folder's events.csv (`--log-events`): one row per dispatch, its client,
+    the model version it downloaded, its dispatch and finish times in simulated seconds and
+    its fate (applied at server step s with staleness tau, dropped, too stale, lost);
+    raycompo/runfolder/events_file.py, docs/system.md. It changes no number of the run."""
 
     def __post_init__(self) -> None:
         # A class (Python API) is recorded by the spec that finds it again.
@@ -268,7 +273,7 @@ FIELD_TYPES = {
     "concurrency": Arg(("int",), none=True), "buffer": Arg(("int",), none=True),
     "compress": Arg(("mapping",)),
     "compress_down": Arg(("mapping",)), "dp_clip": Arg(("number",), none=True), "dp_noise": Arg(("number",), none=True),
-    "dp_delta": _NUMBER,
+    "dp_delta": _NUMBER, "log_events": Arg(("bool",)),
 }
 """The type of each RunConfig field (raycompo.configuration.arguments), checked by `resolve`."""
 

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from raycompo.costs.exchange import BREAKDOWN_KEY
+from raycompo.system.event_log import EVENTS_KEY
 from raycompo.watch.observers import Observer, Row
 from raycompo.watch.per_client import CLIENTS_KEY
 
@@ -50,13 +51,17 @@ def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], bound
 
 
 def emit(row: Row, observer: Observer) -> None:
-    """Give `row` to the observers; its cost breakdown (costs.csv's rows, engine/ledger.py)
-    and its evaluated clients' values (raycompo/watch/per_client.py) first, taken out of the row
+    """Give `row` to the observers; its cost breakdown (costs.csv's rows, engine/ledger.py),
+    its events (events.csv's rows, `--log-events`: raycompo/system/event_log.py) and its
+    evaluated clients' values (raycompo/watch/per_client.py) first, taken out of the row
     (they are not columns)."""
     row.setdefault("diverged", False)
     breakdown = row.pop(BREAKDOWN_KEY, None)
     if breakdown is not None:
         observer.on_costs(breakdown)
+    events = row.pop(EVENTS_KEY, None)
+    if events is not None:
+        observer.on_events(events)
     clients = row.pop(CLIENTS_KEY, None)
     if clients is not None:
         observer.on_clients(clients)

@@ -30,7 +30,10 @@ from raycompo.errors import ConfigError
 from raycompo.runfolder import lockfile
 from raycompo.runfolder.clients_file import read_clients
 from raycompo.runfolder.costs_file import resume_rows
+from raycompo.runfolder.events_file import check_resume as check_events
+from raycompo.runfolder.events_file import read_events
 from raycompo.runfolder.results import RunWriter, read_config, version_note, version_record
+from raycompo.system.event_log import EVENT_COLUMNS
 from raycompo.tasks.base import Task
 from raycompo.watch.observers import Callback, Observer, Observers, Row, RunInfo
 from raycompo.watch.per_client import ClientMetrics
@@ -55,6 +58,18 @@ class RunResult:
     client_records: list[ClientMetrics] = field(default_factory=list, repr=False)
     """The evaluations' per-client values, kept here only for a run without a folder
     (with one they are in out/clients.csv)."""
+    event_rows: list[Row] = field(default_factory=list, repr=False)
+    """The events of a run that logs them (`log_events`) and has no folder (with one they
+    are in out/events.csv): one dict per dispatch, events.csv's columns."""
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """One row per dispatch of a run with `log_events` (columns step, dispatch, client,
+        version, dispatched_s, finished_s, fate, staleness; raycompo/system/event_log.py);
+        what out/events.csv holds (read from it when the run has a folder). Empty without
+        `log_events`."""
+        rows = read_events(self.out) if self.out is not None else self.event_rows
+        return pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
 
     @property
     def clients(self) -> pd.DataFrame:
@@ -158,7 +173,7 @@ def run(
                                            label=label, hosts=hosts), start_ckpt, max_failures, say)
     del start_ckpt  # `restarts` holds it until it is restored: its client states need not stay in memory
     costs = KeptCosts(cost_rows)  # RunResult.costs (costs.csv holds the same rows)
-    kept = KeptClients() if not out else None  # without a folder, RunResult.clients comes from memory
+    kept = KeptInMemory() if not out else None  # without a folder, RunResult.clients and .events come from memory
     marks: Observers | None = None  # once set, an interruption or failure is recorded in the folder
     try:
         with signals.deferred():  # a signal while the folder is made is raised once it can be marked
@@ -210,6 +225,7 @@ def _resume_point(out: str | None, fingerprint: dict[str, Any], rounds: int, res
     start_round = int(start_ckpt["round"])
     # costs.csv's rows up to the checkpoint, as many as its ledger counted (else refused, like metrics.csv)
     cost_rows = resume_rows(out, start_round, start_ckpt.get("ledger"))
+    check_events(out, start_round, resolved.config.log_events)  # events.csv there and readable
     stored = read_config(out)  # the resumed run's config.json as it was
     changed = plugins.changed_code(stored, resolved.task_cls, resolved.algo_cls)
     if changed:
@@ -322,7 +338,7 @@ class _Restarts:
         _close(self.fed)
 
 
-def _roll_back(rows: list[Row], writer: RunWriter | None, kept: KeptClients | None, costs: KeptCosts,
+def _roll_back(rows: list[Row], writer: RunWriter | None, kept: KeptInMemory | None, costs: KeptCosts,
                last: int) -> None:
     """Drop what the rounds after `last` left (rows, the folder's files, the kept clients
     and costs): the replay from the checkpoint of round `last` makes them again."""
@@ -331,6 +347,7 @@ def _roll_back(rows: list[Row], writer: RunWriter | None, kept: KeptClients | No
         writer.truncate(last)
     if kept is not None:
         kept.records[:] = [c for c in kept.records if c.round <= last]
+        kept.events[:] = [e for e in kept.events if e["step"] <= last]
     costs.rows[:] = [r for r in costs.rows if r["round"] <= last]
 
 
@@ -344,14 +361,15 @@ def _mark_end(marks: Observers, exc: BaseException, rows: list[Row]) -> None:
 
 
 def _result(status: str, rows: list[Row], config: dict[str, Any], out: str | None, writer: RunWriter | None,
-            costs: KeptCosts, kept: KeptClients | None) -> RunResult:
+            costs: KeptCosts, kept: KeptInMemory | None) -> RunResult:
     """What `run` returns: config.json as the folder holds it (without one: `config` with
     the status and the final row)."""
     if writer is not None:
         config = writer.config
     else:
         config.update(status=status, final=rows[-1] if rows else {}, rounds_done=int(rows[-1]["round"]) if rows else 0)
-    return RunResult(status, rows, config, out, costs.rows, kept.records if kept is not None else [])
+    return RunResult(status, rows, config, out, costs.rows, kept.records if kept is not None else [],
+                     kept.events if kept is not None else [])
 
 
 class KeptCosts(Observer):
@@ -364,14 +382,19 @@ class KeptCosts(Observer):
         self.rows += rows
 
 
-class KeptClients(Observer):
-    """The evaluations' per-client values of a run without a folder, for RunResult.clients."""
+class KeptInMemory(Observer):
+    """What a run without a folder keeps for its RunResult: the evaluations' per-client
+    values (RunResult.clients) and the events (RunResult.events, `log_events`)."""
 
     def __init__(self) -> None:
         self.records: list[ClientMetrics] = []
+        self.events: list[Row] = []
 
     def on_clients(self, clients: ClientMetrics) -> None:
         self.records.append(clients)
+
+    def on_events(self, rows: list[Row]) -> None:
+        self.events += rows
 
 
 ROUNDS_CALL_SECONDS = 0.2

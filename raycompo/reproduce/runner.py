@@ -164,8 +164,9 @@ def command(job: Job) -> str:
         parts += ["--system", c.system]
     if c.budget:
         parts += ["--budget"] + [f"{k}={x:g}" for k, x in c.budget.items()]
-    for key, value in job.variant.run.items():  # --aggregation buffered --concurrency 10 --buffer 5
-        parts += [f"--{key.replace('_', '-')}", str(value)]
+    for key, value in job.variant.run.items():  # --aggregation buffered --concurrency 10 --buffer 5, --log-events
+        flag = f"--{key.replace('_', '-')}"
+        parts += ([flag] if value else []) if isinstance(value, bool) else [flag, str(value)]
     for option, spec in (("--compress", c.compress), ("--compress-down", c.compress_down)):
         if spec:
             parts += [option] + [f"{k}={m}" for k, m in spec.items()]

@@ -1,8 +1,9 @@
 """Run outputs: `config.json` (every setting, the seed, the status), `metrics.csv`
 (one row per round, appended and flushed as the run goes, so a crash or divergence
 keeps the rows already written), `clients.csv` (every evaluated client's metrics,
-raycompo/runfolder/clients_file.py) and `costs.csv` (the costs by round and payload key, appended
-as each round ends, raycompo/runfolder/costs_file.py).
+raycompo/runfolder/clients_file.py), `costs.csv` (the costs by round and payload key, appended
+as each round ends, raycompo/runfolder/costs_file.py) and, with `--log-events`, `events.csv`
+(one row per dispatch, appended as each server step ends, raycompo/runfolder/events_file.py).
 
 What belongs to a run folder (`RUN_FILES`, the `*.tmp` of atomic writes, the end-of-run
 files config.json lists, the lock of raycompo/runfolder/lockfile.py) is known here: `--overwrite`
@@ -23,11 +24,13 @@ from raycompo.runfolder.atomic import replace_atomically
 from raycompo.runfolder.clients_file import ClientsFile
 from raycompo.runfolder.costs_file import FILE as COSTS_FILE
 from raycompo.runfolder.costs_file import CostsFile
+from raycompo.runfolder.events_file import FILE as EVENTS_FILE
+from raycompo.runfolder.events_file import EventsFile, read_events
 from raycompo.watch.observers import Observer, Row
 from raycompo.watch.per_client import ClientMetrics
 
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
-RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", COSTS_FILE, "clients.csv")
+RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", COSTS_FILE, "clients.csv", EVENTS_FILE)
 """The files every run folder may hold (besides its end-of-run files, its lock and temporaries)."""
 END_FILES_KEY = "end_of_run_files"
 """config.json's list of the end-of-run files (a task's figure data) a run wrote."""
@@ -340,14 +343,16 @@ def budget_reached(stored: dict[str, Any], budget: dict[str, float] | None = Non
 
 
 DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "threads", "aggregation",
-            "concurrency", "buffer", "compress", "compress_down", "dp_clip", "dp_noise", "dp_delta")
+            "concurrency", "buffer", "compress", "compress_down", "dp_clip", "dp_noise", "dp_delta", "log_events")
 """RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them
-(`threads`: float sums are split over threads, rows differ past 1e-7 with another number)."""
+(`threads`: float sums are split over threads, rows differ past 1e-7 with another number;
+`log_events`: events.csv holds every step's rows or none)."""
 
 
 class RunWriter(Observer):
     """The output folder as an observer: config.json written at once ('running'), a
-    metrics.csv row per round (and costs.csv's rows of the round), the final status and
+    metrics.csv row per round (and costs.csv's rows of the round; with `log_events`,
+    events.csv's rows of the step, kept up to the checkpoint on resume), the final status and
     row at the end. `resume_rows`: the rows kept from an earlier attempt (metrics.csv is
     replaced by a file of them, then appended to); `resume_costs` likewise costs.csv's
     (`costs_file.resume_rows`). A new run (`resume_rows` None) first checks the folder
@@ -375,6 +380,7 @@ class RunWriter(Observer):
             upto = None if resume_rows is None else max((int(r["round"]) for r in resume_rows), default=-1)
             self.clients = ClientsFile(self.dir, upto)
             self.costs = CostsFile(self.dir, resume_costs)
+            self.events = _events_file(self.dir, bool(config.get("log_events")), upto)
         except OSError as exc:
             raise ConfigError(f"cannot write to --out {self.dir}: {exc.strerror or exc}") from None
 
@@ -389,6 +395,8 @@ class RunWriter(Observer):
         self._rewrite(read_rows(self.dir, upto_round))
         self.clients.truncate(upto_round)
         self.costs.truncate(upto_round)
+        if self.events is not None:
+            self.events.truncate(upto_round)
 
     def _rewrite(self, rows: list[dict[str, Any]]) -> None:
         """metrics.csv := `rows`, atomically (a kill meanwhile leaves the old file whole),
@@ -428,6 +436,8 @@ class RunWriter(Observer):
             self.clients.close()
         if hasattr(self, "costs"):
             self.costs.close()
+        if getattr(self, "events", None) is not None:
+            self.events.close()
         if self._file is not None and not self._file.closed:
             try:
                 self._file.close()
@@ -450,6 +460,11 @@ class RunWriter(Observer):
     def on_costs(self, rows: list[Row]) -> None:
         self.costs.append(rows)
 
+    def on_events(self, rows: list[Row]) -> None:
+        if self.events is None:  # events without log_events (a driver of another configuration): kept all the same
+            self.events = EventsFile(self.dir)
+        self.events.append(rows)
+
     def on_end(self, status: str, final: Row) -> None:
         try:
             self.finish(status, final=final, rounds_done=int(final.get("round", 0)))
@@ -465,3 +480,14 @@ class RunWriter(Observer):
             self.finish("failed", final=final, rounds_done=int(final.get("round", 0)), error=error_line(exc))
         except OSError as write_error:
             self.unwritten = write_error
+
+
+def _events_file(folder: Path, log_events: bool, upto: int | None) -> EventsFile | None:
+    """The run's events.csv: made for a new run that logs its events (`upto` None); a
+    resumed run's (from its checkpoint of step `upto`) keeps its rows up to it, also when
+    the run no longer logs them. None: the run has none."""
+    if upto is None:
+        return EventsFile(folder) if log_events else None
+    if log_events or (folder / EVENTS_FILE).exists():
+        return EventsFile(folder, read_events(folder, upto))
+    return None

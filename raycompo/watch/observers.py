@@ -4,9 +4,10 @@ This module is the protocol only (it imports only the per-client record below it
 (`raycompo.runfolder.results`) sits below the engine and the progress line and trackers beside it, so
 the interface they all implement sits below them all. The run loop (engine/loop.py) calls, in order, `on_start` once, `on_row` for every
 round's row (round 0 = the initial model; on resume only the rows after the checkpoint),
-preceded, for a row with an evaluation, by `on_clients` with the evaluated clients' values
-(raycompo/watch/per_client.py), then exactly one of `on_end` (completed, diverged, interrupted)
-or `on_failure`.
+preceded by `on_costs` with its cost breakdown, `on_events` with its dispatches' events
+(`--log-events`: raycompo/system/event_log.py) and, for a row with an evaluation,
+`on_clients` with the evaluated clients' values (raycompo/watch/per_client.py), then exactly
+one of `on_end` (completed, diverged, interrupted) or `on_failure`.
 The CLI's progress line, the output writer (config.json / metrics.csv), the Tune
 reporter and the dashboard metrics are all observers; none of them is a branch inside
 the loop. An observer must not raise for ordinary rows; if it does, the run fails.
@@ -56,6 +57,11 @@ class Observer:
         (round, direction, key) with its values and bytes (`costs.BREAKDOWN_COLUMNS`, the
         run folder's costs.csv rows); empty for a round without exchanges."""
 
+    def on_events(self, rows: list[Row]) -> None:
+        """The events of the server step whose row follows (`--log-events`): one dict per
+        dispatch whose fate that step decided (`event_log.EVENT_COLUMNS`, the run folder's
+        events.csv rows); only for a run that logs its events."""
+
     def on_end(self, status: str, final: Row) -> None:
         """status: 'completed', 'diverged' or 'interrupted'."""
 
@@ -84,6 +90,10 @@ class Observers(Observer):
     def on_costs(self, rows: list[Row]) -> None:
         for o in self.observers:
             o.on_costs(rows)
+
+    def on_events(self, rows: list[Row]) -> None:
+        for o in self.observers:
+            o.on_events(rows)
 
     def on_end(self, status: str, final: Row) -> None:
         for o in self.observers:

@@ -1,0 +1,146 @@
+"""A run folder's `events.csv` (`--log-events`): one row per dispatch, its client, the model
+version it downloaded, when it was sent and when it finished or left (simulated seconds),
+and its fate (raycompo/system/event_log.py says what each column and fate means).
+
+Columns: `step`, `dispatch`, `client`, `version`, `dispatched_s`, `finished_s` (empty
+without --system: there is no clock), `fate` (applied, stale, dropped, lost), `staleness`
+(empty unless applied or stale). The file is made (its header) when the run starts; a
+server step's rows are appended as it ends, before its metrics.csv row and before any
+checkpoint of that step, and flushed. A resumed run (and a recovery from a dead actor)
+keeps the rows of the steps up to its checkpoint and writes the later ones again, so no
+row is lost or written twice. Read it with `pandas.read_csv` or `read_events(folder)`;
+`RunResult.events` is the same frame.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from raycompo.errors import ConfigError
+from raycompo.runfolder.atomic import replace_atomically
+from raycompo.system.event_log import EVENT_COLUMNS, FATES
+
+FILE = "events.csv"
+
+
+def _optional(kind: type) -> Any:
+    """A cell's parser: '' is None, anything else `kind(cell)`."""
+    return lambda v: None if v == "" else kind(v)
+
+
+def _fate(v: str) -> str:
+    if v not in FATES:
+        raise ValueError(v)
+    return v
+
+
+_TYPES = (int, int, int, int, _optional(float), _optional(float), _fate, _optional(int))
+"""The parser of each of `EVENT_COLUMNS`."""
+
+
+def _cells(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """`rows` as csv cells: None an empty cell."""
+    return [["" if r[c] is None else r[c] for c in EVENT_COLUMNS] for r in rows]
+
+
+class EventsFile:
+    """`events.csv` of the run folder `folder`: replaced by its header and `rows` (what a
+    resumed run keeps; none for a new run), atomically, then appended to step by step."""
+
+    def __init__(self, folder: str | Path, rows: list[dict[str, Any]] | None = None):
+        self.path = Path(folder) / FILE
+        self._file: Any = None
+        self._rewrite(rows or [])
+
+    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
+        self.close()
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "w", newline="") as out:
+                writer = csv.writer(out, lineterminator="\n")
+                writer.writerow(EVENT_COLUMNS)
+                writer.writerows(_cells(rows))
+
+        replace_atomically(self.path, write)
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        """One step's rows (`Observer.on_events`), written and flushed."""
+        if not rows:
+            return
+        if self._file is None or self._file.closed:
+            self._file = open(self.path, "a", newline="")
+        csv.writer(self._file, lineterminator="\n").writerows(_cells(rows))
+        self._file.flush()
+
+    def truncate(self, upto_step: int) -> None:
+        """Drop the rows of steps after `upto_step` (a replay from a checkpoint writes them again)."""
+        self.close()
+        self._rewrite(read_events(self.path.parent, upto_step))
+
+    def close(self) -> None:
+        if self._file is not None and not self._file.closed:
+            try:
+                self._file.close()
+            except OSError:
+                pass  # a full disk: the last line may be cut short (it is dropped when read back)
+
+
+def read_events(folder: str | Path, upto_step: int | None = None) -> list[dict[str, Any]]:
+    """events.csv's rows (of steps <= `upto_step`, all when None) as dicts of
+    `EVENT_COLUMNS` (ints; the times floats or None; staleness an int or None); [] without
+    a file; a last line cut short (a kill during its write) is dropped. ConfigError when a
+    line is damaged, a fate unknown, or steps go backwards (the file is untrusted input)."""
+    path = Path(folder) / FILE
+    try:
+        with open(path, newline="") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is not readable ({type(exc).__name__}: {exc})") from None
+    text = text[: text.rfind("\n") + 1]  # the cut line (or header) goes
+    if not text:
+        return []
+    lines = csv.reader(io.StringIO(text, newline=""))
+    header = next(lines)
+    if tuple(header) != EVENT_COLUMNS:
+        raise ConfigError(f"{path} is not a raycompo events.csv (its header is {','.join(header)[:80]!r}, not "
+                          f"{','.join(EVENT_COLUMNS)!r}); move it away, or start the run again (--overwrite)")
+    return _rows(path, lines, upto_step)
+
+
+def _rows(path: Path, lines: Any, upto_step: int | None) -> list[dict[str, Any]]:
+    """The rows of csv `lines` (after the header) up to step `upto_step`, checked."""
+    rows: list[dict[str, Any]] = []
+    last = 0
+    for n, fields in enumerate(lines, 2):
+        try:
+            if len(fields) != len(EVENT_COLUMNS):
+                raise ValueError
+            row = {c: t(v) for c, t, v in zip(EVENT_COLUMNS, _TYPES, fields)}
+        except ValueError:
+            raise ConfigError(f"{path}: line {n} is not a row of {', '.join(EVENT_COLUMNS)} with a fate among "
+                              f"{', '.join(FATES)} ({','.join(fields)[:60]!r}); the file is damaged") from None
+        if row["step"] < last:
+            raise ConfigError(f"{path}: line {n} is of step {row['step']} after rows of step {last}: the file "
+                              "was written by more than one run, or is damaged")
+        last = row["step"]
+        if upto_step is not None and last > upto_step:
+            break
+        rows.append(row)
+    return rows
+
+
+def check_resume(folder: str | Path, upto_step: int, log_events: bool) -> None:
+    """ConfigError when a run that logs its events resumes from its checkpoint of step
+    `upto_step` > 0 and its events.csv is missing (the rows of the steps before are lost:
+    the checkpoint cannot rebuild them), or does not read back."""
+    path = Path(folder) / FILE
+    if log_events and upto_step > 0 and not path.exists():
+        raise ConfigError(f"cannot resume {folder}: events.csv is missing, and the run logs its events "
+                          f"(--log-events) up to its checkpoint (step {upto_step}). Put it back, or start the run "
+                          "again (--overwrite, or another --out): the checkpoint alone cannot rebuild the rows")
+    read_events(folder, upto_step)
