@@ -154,8 +154,10 @@ class Deadline(SelectionPolicy):
             view.wait_until(start)  # waiting for check-ins counts
             ids = np.array(candidates, dtype=np.int64)
             predicted = np.array(view.predict_many(candidates), dtype=np.float64)
+            # how long each stays online from `start` (a candidate that checked in earlier and left
+            # before the last one checked in is gone at the round's start: 0 s, never negative)
             stays = (np.full(len(ids), math.inf) if view.always
-                     else np.array(view.online_until_many(candidates, start), dtype=np.float64) - start)
+                     else np.maximum(np.array(view.online_until_many(candidates, start), dtype=np.float64) - start, 0.0))
             # a candidate that goes offline before it finishes never reports
             reports = np.where(predicted <= stays, predicted, math.inf)
             kept, dropped, close = choose_many(ids, reports, m, s.deadline_s)
