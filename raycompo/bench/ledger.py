@@ -95,10 +95,10 @@ class timed_counting:
         setattr(owner, name, timed)
 
     def __enter__(self) -> timed_counting:
-        from raycompo.engine import batched, federation, host, ledger
+        from raycompo.engine import batched, exchange, host, ledger
 
         for owner, name in ((host, "count_by_key"), (host, "samples_read"), (batched, "member_sizes"),
-                            (batched, "samples_read"), (ledger.MemberCosts, "add"), (federation, "exchange_cost"),
+                            (batched, "samples_read"), (ledger.MemberCosts, "add"), (exchange, "exchange_cost"),
                             (ledger.Ledger, "record"), (ledger.Ledger, "close_round")):
             self._wrap(owner, name)
         return self
