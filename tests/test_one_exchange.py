@@ -233,8 +233,8 @@ def test_without_the_event_log_rows_are_the_same():
 def test_ray_equals_inline_for_every_aggregation(aggregation, ray_session):
     transform = "up" if aggregation in ("buffered", "async") else "dp"
     inline = rounds(Federation(config(aggregation, transform)))
-    on_ray = rounds(Federation(dataclasses.replace(config(aggregation, transform), backend="ray", num_actors=2,
-                                                   cpus_per_actor=0.25)))
+    on_ray = rounds(Federation(dataclasses.replace(config(aggregation, transform), backend="ray", clients_per_actor=4,
+                                                   cpus_per_actor=0.5)))
     drop = ("round_time", "wall_time", BREAKDOWN_KEY, "_clients")
     assert_rows_close([{k: v for k, v in r.items() if k not in drop} for r in on_ray],
                       [{k: v for k, v in r.items() if k not in drop} for r in inline], tol=1e-6)
