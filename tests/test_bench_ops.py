@@ -33,3 +33,12 @@ def test_counts_repeat_and_grow_by_the_printed_slope(capsys):
     twelve = ops.measure("fedavg", 12)
     assert twelve["aten"] == rows[8][0] + 4 * slopes["aten"]
     assert twelve["py calls"] == rows[8][1] + 4 * slopes["py calls"]
+
+
+def test_an_extra_client_adds_only_its_draws_and_its_gather():
+    """Per extra client of vectorized FedAvg (tau 20 steps, batch 10), only its sampler's
+    `randperm` per step and one `index_select` of x and of y for all its steps: the first b of
+    the permutations are taken, and the slices concatenated, for the whole chunk at once."""
+    four, eight = ops.measure("fedavg", 4)["by_op"], ops.measure("fedavg", 8)["by_op"]
+    grown = {op: (eight[op] - four.get(op, 0)) / 4 for op in eight if eight[op] != four.get(op, 0)}
+    assert grown == {"aten.randperm": 20.0, "aten.index_select": 2.0}

@@ -28,10 +28,10 @@
                and a mobile run's checkpoint size at round 300 vs round 100 (bounded state)
   compress     FedAvg's batched logistic-784 round with top-k, QSGD, sign, rand-k and DP beside
                the uncompressed round (target: top-k and QSGD within 1.3x)
-  ops          aten operations and Python calls per round at m = 10, 100, 1000 clients (vectorized,
-               inline, synthetic): how the round's work grows with m, counted, not timed
   gpu          a run's rows on CUDA beside the CPU's, seconds per round client by client and
                vectorized on the CPU and on CUDA, and Ray hosts sharing one GPU (--gpus-per-actor 0.25)
+  ops          aten operations and Python calls per round at m = 10, 100, 1000 clients (vectorized,
+               inline, synthetic): how the round's work grows with m, counted, not timed
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
