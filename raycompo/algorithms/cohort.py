@@ -28,7 +28,7 @@ path to 1e-5 (tests/test_vectorize.py checks several rounds of every batched alg
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -49,10 +49,25 @@ class Batch:
     y: torch.Tensor
     mask: torch.Tensor
     count: torch.Tensor
-    picks: list[torch.Tensor | None] | None = None
+    picks: Sequence[torch.Tensor | None] | None = None
     """Each client's drawn sample indices, in batch order (None: all its samples, in order)."""
     rows: list[int] | None = None
     """Each client's real rows (samples read) in this batch, as Python ints (`count` as a list)."""
+
+
+class StepPicks(Sequence):
+    """`Batch.picks` of one step of a gathered group: client i's indices, a view of the
+    group's draws (`CohortBatch.draw_steps`) made when asked (None: all its samples)."""
+
+    def __init__(self, drawn: torch.Tensor | None, rows_of: list[int | None], step: int):
+        self.drawn, self.rows_of, self.step = drawn, rows_of, step
+
+    def __len__(self) -> int:
+        return len(self.rows_of)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        r = self.rows_of[i]
+        return None if r is None or self.drawn is None else self.drawn[r, self.step]
 
 
 def picks_to(picks: list[torch.Tensor | None], device: torch.device) -> list[torch.Tensor | None]:
@@ -107,6 +122,8 @@ class CohortBatch:
         self._buffers: dict[tuple, tuple[Batch, list[torch.Tensor], list[torch.Tensor]]] = {}
         self._rows: dict[tuple, list[int]] = {}
         self._gathered: dict[int, tuple[int | None, dict[int, Batch]]] = {}
+        self._draws: dict[int, tuple[list[int], list[int | None]]] = {}
+        self._counters: list[Callable[..., None] | None] | None = None
 
     @property
     def _sources(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -157,23 +174,59 @@ class CohortBatch:
     def draw(self, step: int, size: int | None, stream: int = 0) -> list[torch.Tensor | None]:
         """Each client's sample indices of step `step`: `randperm(n_i)[:size]` from its
         generator of (step, stream), exactly as `ClientData.batch` draws them; None where
-        size is None or >= n_i (all its samples, in order, no draw)."""
+        size is None or >= n_i (all its samples, in order, no draw). The drawing clients'
+        indices are rows of one tensor (`draw_steps`)."""
         if size is None:
             return [None] * self.k
-        seeds = self.seeds(step, stream)
-        if seeds is None:
-            return [None if size >= n else torch.randperm(n, generator=c.rng(step, stream))[:size]
-                    for c, n in zip(self.clients, self.sizes)]
+        drawn, rows_of = self.draw_steps(range(step, step + 1), size, stream)
+        rows = drawn.view(drawn.shape[0], size).unbind(0) if drawn is not None else ()
+        return [None if r is None else rows[r] for r in rows_of]
+
+    def draw_steps(self, steps: range, size: int, stream: int = 0) -> tuple[torch.Tensor | None, list[int | None]]:
+        """The drawing clients' (size < n_i) indices of every step of `steps`, as one CPU
+        tensor (drawing clients, len(steps), size), and each client's row of it (None: it
+        reads all its samples). Each permutation is drawn client by client from its own
+        generator of (step, stream), as `ClientData.batch` draws it (the sampler); their
+        first `size` entries are taken for the whole chunk at once (one `cat`, one
+        `index_select`), not sliced and concatenated client by client."""
+        drawing, rows_of = self._drawing(size)
+        if not drawing:
+            return None, rows_of
+        perms = self._permutations(drawing, steps, stream)
+        lengths = np.repeat(np.array([self.sizes[i] for i in drawing], dtype=np.int64), len(steps))
+        starts = np.cumsum(lengths) - lengths
+        firsts = torch.from_numpy((starts[:, None] + np.arange(size, dtype=np.int64)).reshape(-1))
+        drawn = torch.cat(perms).index_select(0, firsts)
+        return drawn.view(len(drawing), len(steps), size), rows_of
+
+    def _drawing(self, size: int) -> tuple[list[int], list[int | None]]:
+        """The clients that draw a batch of `size` (size < n_i), by position in the chunk, and
+        each client's row among them (None: it reads all its samples); once per size."""
+        found = self._draws.get(size)
+        if found is None:
+            drawing = [i for i, n in enumerate(self.sizes) if size < n]
+            rows_of: list[int | None] = [None] * self.k
+            for r, i in enumerate(drawing):
+                rows_of[i] = r
+            found = self._draws[size] = (drawing, rows_of)
+        return found
+
+    def _permutations(self, drawing: list[int], steps: range, stream: int) -> list[torch.Tensor]:
+        """`randperm(n_i)` of each client in `drawing` (positions in the chunk) at each step of
+        `steps`, client after client, from the generator of (step, stream)."""
+        per_step = [self.seeds(t, stream) for t in steps]
+        if per_step[0] is None:
+            return [torch.randperm(self.sizes[i], generator=self.clients[i].rng(t, stream))
+                    for i in drawing for t in steps]
         g, randperm, reseed = self._gen, torch.randperm, self._gen.manual_seed  # the loop's names, looked up once
-        picks: list[torch.Tensor | None] = []
-        append = picks.append
-        for n, seed in zip(self.sizes, seeds):
-            if size >= n:
-                append(None)
-            else:
-                reseed(seed)
-                append(randperm(n, generator=g)[:size])
-        return picks
+        perms: list[torch.Tensor] = []
+        append = perms.append
+        for i in drawing:
+            n = self.sizes[i]
+            for seeds in per_step:
+                reseed(seeds[i])  # type: ignore[index]
+                append(randperm(n, generator=g))
+        return perms
 
     def _real_rows(self, size: int | None) -> list[int]:
         return list(self.sizes) if size is None else [min(size, n) for n in self.sizes]
@@ -217,8 +270,9 @@ class CohortBatch:
         seeds = self.seeds(step, stream)
         if seeds is None:
             seeds = [c.rng(step, stream).initial_seed() for c in self.clients]
-        for c, seed, n, total in zip(self.clients, seeds, rows, self.sizes):
-            count_draw = getattr(c.data, "count_draw", None)
+        if self._counters is None:  # each client's `count_draw`, looked up once for the chunk
+            self._counters = [getattr(c.data, "count_draw", None) for c in self.clients]
+        for c, count_draw, seed, n, total in zip(self.clients, self._counters, seeds, rows, self.sizes):
             if count_draw is None:
                 c.data.samples_read += n
             else:
@@ -235,28 +289,27 @@ class CohortBatch:
         if size is None or len(steps) <= 1:
             self._gathered.pop(stream, None)
             return  # nothing drawn (the whole data) or nothing to gain: step by step
-        per_step = [self.draw(t, size, stream) for t in steps]
+        drawn, rows_of = self.draw_steps(steps, size, stream)
         buf, xs, ys = self._buffer(stream, width, len(steps))
         # Each drawing client's rows of every step, one after the other (a client smaller
         # than the batch reads all its rows, in order, at every step: no draw).
-        index = [torch.cat([p[i] for p in per_step]) for i in range(self.k) if per_step[0][i] is not None]
-        device = self._sources[0][0].device
-        if index and index[0].device != device:  # one host-to-device copy for the chunk
-            index = list(torch.stack(index).to(device).unbind(0))
-        drawn = iter(index)
-        for (x, y), n, p, bx, by in zip(self._sources, rows, per_step[0], xs, ys):
-            if p is None:
+        index: tuple[torch.Tensor, ...] = ()
+        if drawn is not None:
+            device = self._sources[0][0].device
+            flat = drawn.view(drawn.shape[0], -1)
+            index = (flat if flat.device == device else flat.to(device)).unbind(0)  # one copy for the chunk
+        for (x, y), n, r, bx, by in zip(self._sources, rows, rows_of, xs, ys):
+            if r is None:
                 bx = bx.view(len(steps), width, *bx.shape[1:])[:, :n]
                 by = by.view(len(steps), width)[:, :n]
                 bx.copy_(x.unsqueeze(0).expand_as(bx))
                 by.copy_(y.unsqueeze(0).expand_as(by))
             else:
-                idx = next(drawn)
-                torch.index_select(x, 0, idx, out=bx)
-                torch.index_select(y, 0, idx, out=by)
+                torch.index_select(x, 0, index[r], out=bx)
+                torch.index_select(y, 0, index[r], out=by)
         views: dict[int, Batch] = {}
         for j, t in enumerate(steps):
-            views[t] = Batch(buf.x[:, j], buf.y[:, j], buf.mask, buf.count, per_step[j], rows)
+            views[t] = Batch(buf.x[:, j], buf.y[:, j], buf.mask, buf.count, StepPicks(drawn, rows_of, j), rows)
         self._mark(buf, (stream, width, len(steps)), rows)
         self._gathered[stream] = (size, views)
 
@@ -319,20 +372,28 @@ class CohortBatch:
         w = w.clone(memory_format=torch.contiguous_format)
         snap = w.clone() if snapshot_at == 0 else None
         step_ = getattr(direction, "step_", None)
-        per_step = self._step_bytes(batch_size)
-        group = max(1, min(steps, self.gather_bytes // max(per_step, 1)))
-        for t in range(steps):
-            if t % group == 0 and group > 1:
-                self.gather(range(t, min(steps, t + group)), batch_size, stream)
-            batch = self.batch(t, batch_size, stream)
+        for t, batch in self.batches(steps, batch_size, stream):
             if step_ is not None:
                 step_(w, batch, lr)
             else:
                 w.sub_(direction(w, batch, t), alpha=lr)
             if snapshot_at is not None and t + 1 == snapshot_at:
                 snap = w.clone()
-        self._gathered.pop(stream, None)
         return (w, snap) if snapshot_at is not None else w
+
+    def batches(self, steps: int, size: int | None, stream: int = 0) -> Iterator[tuple[int, Batch]]:
+        """(t, `batch(t, size, stream)`) for t in range(steps), the batches of several steps
+        gathered ahead (`gather`, within `gather_bytes`); each valid until the next. At the
+        end, the stream's gathered buffers are let go (another stream's may follow)."""
+        group = max(1, min(steps, self.gather_bytes // max(self._step_bytes(size), 1)))
+        for t in range(steps):
+            if t % group == 0 and group > 1:
+                self.gather(range(t, min(steps, t + group)), size, stream)
+            yield t, self.batch(t, size, stream)
+        self._gathered.pop(stream, None)
+        for key in [key for key in self._buffers if key[0] == stream and key[2] > 1]:
+            del self._buffers[key]
+            self._rows.pop(key, None)
 
     def _step_bytes(self, size: int | None) -> int:
         """Bytes of one step's gathered batch (x and y)."""

@@ -75,8 +75,7 @@ class Ditto(Algorithm):
         w = cb.local_sgd(cb.broadcast(w_s), s.tau, s.lr, s.batch_size, cb.loss_gradient())  # 1.
         v = cb.stack_state(states, "v", w_s)  # 2.
         lr = s.lr if s.personal_lr is None else s.personal_lr
-        for t in range(s.tau if s.personal_steps is None else s.personal_steps):
-            batch = cb.batch(t, s.batch_size, stream=1)
+        for _, batch in cb.batches(s.tau if s.personal_steps is None else s.personal_steps, s.batch_size, stream=1):
             v = v - lr * (cb.loss_grad(v, batch)[0] + s.lam * (v - w_s))
         return {"w": w, "count": [1.0] * cb.k}, [{**st, "v": vi} for st, vi in zip(states, cb.rows(v))]
 

@@ -30,6 +30,8 @@
                the uncompressed round (target: top-k and QSGD within 1.3x)
   gpu          a run's rows on CUDA beside the CPU's, seconds per round client by client and
                vectorized on the CPU and on CUDA, and Ray hosts sharing one GPU (--gpus-per-actor 0.25)
+  ops          aten operations and Python calls per round at m = 10, 100, 1000 clients (vectorized,
+               inline, synthetic): how the round's work grows with m, counted, not timed
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -55,6 +57,7 @@ BENCHMARKS: dict[str, str] = {
     "system": "raycompo.bench.system",
     "compress": "raycompo.bench.compress",
     "gpu": "raycompo.bench.gpu",
+    "ops": "raycompo.bench.ops",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

@@ -1,0 +1,44 @@
+"""`python -m raycompo.bench ops`: its counts of one round (aten operations, Python calls)
+are deterministic, and they grow with the number of clients by the slope it prints."""
+
+from __future__ import annotations
+
+import re
+
+from raycompo.bench import ops
+
+
+def printed(out: str, algo: str) -> tuple[dict[int, tuple[int, int]], dict[str, float]]:
+    """The rows {m: (aten, py calls)} and the slopes {count: per client} printed for `algo`."""
+    rows, slopes = {}, {}
+    for line in out.splitlines():
+        cells = line.split()
+        if cells[:1] == [algo] and len(cells) == 6 and cells[1].isdigit():
+            rows[int(cells[1])] = (int(cells[2]), int(cells[3]))
+        match = re.match(rf"{algo}\s+(aten|py calls)\s+.*slope (\S+) per client", line)
+        if match:
+            slopes[match.group(1)] = float(match.group(2))
+    return rows, slopes
+
+
+def test_counts_repeat_and_grow_by_the_printed_slope(capsys):
+    assert ops.main(["--quick", "--algos", "fedavg"]) == 0  # m = 4 and 8
+    rows, slopes = printed(capsys.readouterr().out, "fedavg")
+    assert sorted(rows) == [4, 8] and set(slopes) == {"aten", "py calls"}
+    again = ops.measure("fedavg", 4)
+    assert (again["aten"], again["py calls"]) == rows[4]  # deterministic: the same counts in a new run
+    assert slopes["aten"] == (rows[8][0] - rows[4][0]) / 4 > 0
+    # Every synthetic client holds more samples than a batch: each extra client adds the
+    # same work, so the slope from m = 4 to 8 predicts m = 12 exactly.
+    twelve = ops.measure("fedavg", 12)
+    assert twelve["aten"] == rows[8][0] + 4 * slopes["aten"]
+    assert twelve["py calls"] == rows[8][1] + 4 * slopes["py calls"]
+
+
+def test_an_extra_client_adds_only_its_draws_and_its_gather():
+    """Per extra client of vectorized FedAvg (tau 20 steps, batch 10), only its sampler's
+    `randperm` per step and one `index_select` of x and of y for all its steps: the first b of
+    the permutations are taken, and the slices concatenated, for the whole chunk at once."""
+    four, eight = ops.measure("fedavg", 4)["by_op"], ops.measure("fedavg", 8)["by_op"]
+    grown = {op: (eight[op] - four.get(op, 0)) / 4 for op in eight if eight[op] != four.get(op, 0)}
+    assert grown == {"aten.randperm": 20.0, "aten.index_select": 2.0}
