@@ -34,7 +34,7 @@ other. Every import counts: inside a function, by a name (importlib) or through 
                        user-facing errors; writing a file atomically (a temp file renamed over it)
   costs.exchange       the cost record of an exchange; the one list of the cost columns
   watch.per_client     one evaluation's per-client values and their spread over clients
-  settings | seeding | costs.budget | runfolder.lockfile | configuration.registry | configuration.backends | watch.observers | watch.stats | configuration.arguments | costs.axes
+  settings | seeding | costs.budget | runfolder.lockfile | runfolder.round_rows | configuration.registry | configuration.backends | watch.observers | watch.stats | configuration.arguments | costs.axes
                        typed settings dataclasses and `--set key=value`; seeded streams; the
                        cost limits a run stops at; file locks;
                        discovery of built-ins; backend names; the Observer interface; t-intervals;

@@ -16,13 +16,13 @@ same frame.
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 from typing import Any
 
 from raycompo.costs.exchange import BREAKDOWN_COLUMNS
 from raycompo.errors import ConfigError
 from raycompo.runfolder.atomic import replace_atomically
+from raycompo.runfolder.round_rows import read_round_rows
 
 FILE = "costs.csv"
 
@@ -76,40 +76,8 @@ def read_costs(folder: str | Path, upto_round: int | None = None) -> list[dict[s
     """costs.csv's rows (of rounds <= `upto_round`, all when None) as dicts of
     `BREAKDOWN_COLUMNS`; [] without a file; a last line cut short (a kill during its
     write) is dropped. ConfigError when a line is damaged or rounds go backwards."""
-    path = Path(folder) / FILE
-    try:
-        with open(path, newline="") as f:
-            text = f.read()
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path} is not readable ({type(exc).__name__}: {exc})") from None
-    text = text[: text.rfind("\n") + 1]  # the cut line (or header) goes
-    if not text:
-        return []
-    lines = csv.reader(io.StringIO(text, newline=""))
-    header = next(lines)
-    if tuple(header) != BREAKDOWN_COLUMNS:
-        raise ConfigError(f"{path} is not a raycompo costs.csv (its header is {','.join(header)[:80]!r}, not "
-                          f"{','.join(BREAKDOWN_COLUMNS)!r}); move it away, or start the run again (--overwrite)")
-    rows: list[dict[str, Any]] = []
-    last = 0
-    for n, fields in enumerate(lines, 2):
-        try:
-            if len(fields) != len(BREAKDOWN_COLUMNS):
-                raise ValueError
-            row = {c: t(v) for c, t, v in zip(BREAKDOWN_COLUMNS, _TYPES, fields)}
-        except ValueError:
-            raise ConfigError(f"{path}: line {n} is not a row of round, direction, key, values, bytes "
-                              f"({','.join(fields)[:60]!r}); the file is damaged") from None
-        if row["round"] < last:
-            raise ConfigError(f"{path}: line {n} is of round {row['round']} after rows of round {last}: the file "
-                              "was written by more than one run, or is damaged")
-        last = row["round"]
-        if upto_round is not None and last > upto_round:
-            break
-        rows.append(row)
-    return rows
+    return read_round_rows(Path(folder) / FILE, BREAKDOWN_COLUMNS, _TYPES, upto_round,
+                           "round, direction, key, values, bytes")
 
 
 def resume_rows(folder: str | Path, upto_round: int, ledger_state: dict[str, Any] | None) -> list[dict[str, Any]]:

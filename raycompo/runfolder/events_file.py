@@ -15,12 +15,12 @@ row is lost or written twice. Read it with `pandas.read_csv` or `read_events(fol
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 from typing import Any
 
 from raycompo.errors import ConfigError
 from raycompo.runfolder.atomic import replace_atomically
+from raycompo.runfolder.round_rows import read_round_rows
 from raycompo.system.event_log import EVENT_COLUMNS, FATES
 
 FILE = "events.csv"
@@ -93,45 +93,8 @@ def read_events(folder: str | Path, upto_step: int | None = None) -> list[dict[s
     `EVENT_COLUMNS` (ints; the times floats or None; staleness an int or None); [] without
     a file; a last line cut short (a kill during its write) is dropped. ConfigError when a
     line is damaged, a fate unknown, or steps go backwards (the file is untrusted input)."""
-    path = Path(folder) / FILE
-    try:
-        with open(path, newline="") as f:
-            text = f.read()
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path} is not readable ({type(exc).__name__}: {exc})") from None
-    text = text[: text.rfind("\n") + 1]  # the cut line (or header) goes
-    if not text:
-        return []
-    lines = csv.reader(io.StringIO(text, newline=""))
-    header = next(lines)
-    if tuple(header) != EVENT_COLUMNS:
-        raise ConfigError(f"{path} is not a raycompo events.csv (its header is {','.join(header)[:80]!r}, not "
-                          f"{','.join(EVENT_COLUMNS)!r}); move it away, or start the run again (--overwrite)")
-    return _rows(path, lines, upto_step)
-
-
-def _rows(path: Path, lines: Any, upto_step: int | None) -> list[dict[str, Any]]:
-    """The rows of csv `lines` (after the header) up to step `upto_step`, checked."""
-    rows: list[dict[str, Any]] = []
-    last = 0
-    for n, fields in enumerate(lines, 2):
-        try:
-            if len(fields) != len(EVENT_COLUMNS):
-                raise ValueError
-            row = {c: t(v) for c, t, v in zip(EVENT_COLUMNS, _TYPES, fields)}
-        except ValueError:
-            raise ConfigError(f"{path}: line {n} is not a row of {', '.join(EVENT_COLUMNS)} with a fate among "
-                              f"{', '.join(FATES)} ({','.join(fields)[:60]!r}); the file is damaged") from None
-        if row["step"] < last:
-            raise ConfigError(f"{path}: line {n} is of step {row['step']} after rows of step {last}: the file "
-                              "was written by more than one run, or is damaged")
-        last = row["step"]
-        if upto_step is not None and last > upto_step:
-            break
-        rows.append(row)
-    return rows
+    return read_round_rows(Path(folder) / FILE, EVENT_COLUMNS, _TYPES, upto_step,
+                           f"{', '.join(EVENT_COLUMNS)} with a fate among {', '.join(FATES)}")
 
 
 def check_resume(folder: str | Path, upto_step: int, log_events: bool) -> None:
