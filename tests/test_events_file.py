@@ -128,7 +128,9 @@ def fake_events(monkeypatch):
     def run_round(self):
         row = real(self)
         if self.cfg.log_events:
-            row[EVENTS_KEY] = step_rows(row["round"])
+            made_up = step_rows(row["round"])
+            self.events.written += len(made_up) - len(row[EVENTS_KEY])  # the checkpoint counts what the file holds
+            row[EVENTS_KEY] = made_up
         return row
 
     monkeypatch.setattr(Federation, "run_round", run_round)

@@ -220,6 +220,28 @@ def test_the_event_log_of_synchronous_rounds_and_asynchronous_steps():
     assert len(plain) == 4 and all(e["dispatched_s"] is None and e["finished_s"] is None for e in plain)
 
 
+@pytest.mark.parametrize("aggregation", ["deadline", "buffered"])
+def test_events_csv_of_a_resumed_run_is_the_uninterrupted_ones(aggregation, tmp_path):
+    """Through the run folder, with the driver's own events: a run stopped at its checkpoint
+    of step 2 and resumed to 4 writes events.csv byte for byte as a run of 4; a file that
+    lost a whole row is refused (the checkpoint counts them)."""
+    from raycompo.engine import run
+    from raycompo.runfolder.events_file import FILE, read_events
+
+    logged = dataclasses.replace(config(aggregation, "plain", log_events=True), rounds=4, eval_every=2)
+    whole = run(logged, out=str(tmp_path / "whole"))
+    assert len(whole.events) == len(read_events(tmp_path / "whole")) > 0
+    assert set(whole.events["step"]) == {1, 2, 3, 4}
+    run(dataclasses.replace(logged, rounds=2), out=str(tmp_path / "cut"))
+    run(logged, out=str(tmp_path / "cut"), resume=True)
+    assert (tmp_path / "cut" / FILE).read_bytes() == (tmp_path / "whole" / FILE).read_bytes()
+    run(dataclasses.replace(logged, rounds=2), out=str(tmp_path / "short"))
+    lines = (tmp_path / "short" / FILE).read_text().splitlines(keepends=True)
+    (tmp_path / "short" / FILE).write_text("".join(lines[:-1]))  # a whole row lost
+    with pytest.raises(ConfigError, match="events.csv holds .* rows up to step 2, and the checkpoint's event log"):
+        run(logged, out=str(tmp_path / "short"), resume=True)
+
+
 def test_without_the_event_log_rows_are_the_same():
     with_log = rounds(Federation(config("buffered", "up", log_events=True)))
     without = rounds(Federation(config("buffered", "up")))

@@ -225,7 +225,7 @@ def _resume_point(out: str | None, fingerprint: dict[str, Any], rounds: int, res
     start_round = int(start_ckpt["round"])
     # costs.csv's rows up to the checkpoint, as many as its ledger counted (else refused, like metrics.csv)
     cost_rows = resume_rows(out, start_round, start_ckpt.get("ledger"))
-    check_events(out, start_round, resolved.config.log_events)  # events.csv there and readable
+    check_events(out, start_round, resolved.config.log_events, start_ckpt.get("events"))  # there, readable, complete
     stored = read_config(out)  # the resumed run's config.json as it was
     changed = plugins.changed_code(stored, resolved.task_cls, resolved.algo_cls)
     if changed:

@@ -97,13 +97,19 @@ def read_events(folder: str | Path, upto_step: int | None = None) -> list[dict[s
                            f"{', '.join(EVENT_COLUMNS)} with a fate among {', '.join(FATES)}")
 
 
-def check_resume(folder: str | Path, upto_step: int, log_events: bool) -> None:
+def check_resume(folder: str | Path, upto_step: int, log_events: bool, state: dict[str, Any] | None = None) -> None:
     """ConfigError when a run that logs its events resumes from its checkpoint of step
     `upto_step` > 0 and its events.csv is missing (the rows of the steps before are lost:
-    the checkpoint cannot rebuild them), or does not read back."""
+    the checkpoint cannot rebuild them), does not read back, or holds another number of rows
+    up to that step than the checkpoint's event log handed out (`state`: its `EventLog.state()`)."""
     path = Path(folder) / FILE
     if log_events and upto_step > 0 and not path.exists():
         raise ConfigError(f"cannot resume {folder}: events.csv is missing, and the run logs its events "
                           f"(--log-events) up to its checkpoint (step {upto_step}). Put it back, or start the run "
                           "again (--overwrite, or another --out): the checkpoint alone cannot rebuild the rows")
-    read_events(folder, upto_step)
+    rows = read_events(folder, upto_step)
+    counted = (state or {}).get("rows")
+    if log_events and counted is not None and len(rows) != int(counted):
+        raise ConfigError(f"cannot resume {folder}: events.csv holds {len(rows)} rows up to step {upto_step}, and the "
+                          f"checkpoint's event log handed out {counted}: the file was cut short or damaged. Put it "
+                          "back, or start the run again (--overwrite, or another --out)")

@@ -59,6 +59,8 @@ class EventLog:
     def __init__(self) -> None:
         self.rows: list[Dispatch] = []
         self.next_dispatch = 0
+        self.written = 0
+        """Rows handed out so far (events.csv holds them): a resume checks the file against it."""
 
     def number(self, k: int) -> int:
         """The first of k new dispatch numbers."""
@@ -75,11 +77,14 @@ class EventLog:
         """The step's rows as dicts, in order of (finished_s, dispatch); the log empties."""
         rows = sorted(self.rows, key=lambda d: (float("inf") if d.finished_s is None else d.finished_s, d.dispatch))
         self.rows = []
+        self.written += len(rows)
         return [d.row() for d in rows]
 
     def state(self) -> dict[str, Any]:
-        return {"next_dispatch": self.next_dispatch}
+        """At a step boundary: the next dispatch number and how many rows were handed out."""
+        return {"next_dispatch": self.next_dispatch, "rows": self.written}
 
     def load(self, state: dict[str, Any] | None) -> None:
         self.rows = []
         self.next_dispatch = int((state or {}).get("next_dispatch", 0))
+        self.written = int((state or {}).get("rows", 0))
