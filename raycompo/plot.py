@@ -406,6 +406,11 @@ def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, 
                  f"{', '.join(tasks)}" + (" (mean over seeds, band: 95% CI)" if several else ""), fontsize=11)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=9, framealpha=0.85)
+    return _finished(fig, out)
+
+
+def _finished(fig: Any, out: str | Path | None) -> Any:
+    """The figure laid out, and written to `out` (its folder made) when given."""
     fig.tight_layout()
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -461,11 +466,7 @@ def plot_events(sources: Sequence[str | Path] | str | Path, kind: str, *, out: s
     ax.grid(alpha=0.3)
     if len(applied) > 1:
         ax.legend(fontsize=9, framealpha=0.85)
-    fig.tight_layout()
-    if out is not None:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=150)
-    return fig
+    return _finished(fig, out)
 
 
 def _staleness(ax: Any, runs: list[tuple[str, list[dict[str, Any]]]]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from raycompo.errors import ConfigError
 from raycompo.runfolder.atomic import replace_atomically
+from raycompo.runfolder.round_rows import close_quietly
 from raycompo.watch.per_client import ClientMetrics
 
 FILE = "clients.csv"
@@ -75,11 +76,7 @@ class ClientsFile:
         self._file.flush()
 
     def close(self) -> None:
-        if self._file is not None and not self._file.closed:
-            try:
-                self._file.close()
-            except OSError:
-                pass  # a full disk: the last line may be cut short (it is dropped when read back)
+        close_quietly(self._file)
 
 
 def _header(path: Path) -> list[str] | None:

@@ -15,14 +15,12 @@ same frame.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
 from raycompo.costs.exchange import BREAKDOWN_COLUMNS
 from raycompo.errors import ConfigError
-from raycompo.runfolder.atomic import replace_atomically
-from raycompo.runfolder.round_rows import read_round_rows
+from raycompo.runfolder.round_rows import RoundRowsFile, read_round_rows
 
 FILE = "costs.csv"
 
@@ -30,46 +28,15 @@ _TYPES = (int, str, str, int, int)
 """The type of each of `BREAKDOWN_COLUMNS` (a key stays a string, even '1')."""
 
 
-class CostsFile:
-    """`costs.csv` of the run folder `folder`: replaced by its header and `rows` (what a
-    resumed run keeps; none for a new run), atomically, then appended to round by round."""
+class CostsFile(RoundRowsFile):
+    """`costs.csv` of the run folder `folder` (`RoundRowsFile`: its header and the kept `rows`,
+    then appended to round by round)."""
 
-    def __init__(self, folder: str | Path, rows: list[dict[str, Any]] | None = None):
-        self.path = Path(folder) / FILE
-        self._file: Any = None
-        self._rewrite(rows or [])
+    FILE = FILE
+    COLUMNS = BREAKDOWN_COLUMNS
 
-    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
-        self.close()
-
-        def write(tmp: Path) -> None:
-            with open(tmp, "w", newline="") as out:
-                writer = csv.writer(out, lineterminator="\n")
-                writer.writerow(BREAKDOWN_COLUMNS)
-                writer.writerows([r[c] for c in BREAKDOWN_COLUMNS] for r in rows)
-
-        replace_atomically(self.path, write)
-
-    def append(self, rows: list[dict[str, Any]]) -> None:
-        """One round's rows (`Observer.on_costs`), written and flushed."""
-        if not rows:
-            return
-        if self._file is None or self._file.closed:
-            self._file = open(self.path, "a", newline="")
-        csv.writer(self._file, lineterminator="\n").writerows([r[c] for c in BREAKDOWN_COLUMNS] for r in rows)
-        self._file.flush()
-
-    def truncate(self, upto_round: int) -> None:
-        """Drop the rows of rounds after `upto_round` (a replay from a checkpoint writes them again)."""
-        self.close()
-        self._rewrite(read_costs(self.path.parent, upto_round))
-
-    def close(self) -> None:
-        if self._file is not None and not self._file.closed:
-            try:
-                self._file.close()
-            except OSError:
-                pass  # a full disk: the last line may be cut short (it is dropped when read back)
+    def read(self, upto: int) -> list[dict[str, Any]]:
+        return read_costs(self.path.parent, upto)
 
 
 def read_costs(folder: str | Path, upto_round: int | None = None) -> list[dict[str, Any]]:

@@ -14,13 +14,11 @@ row is lost or written twice. Read it with `pandas.read_csv` or `read_events(fol
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
 from raycompo.errors import ConfigError
-from raycompo.runfolder.atomic import replace_atomically
-from raycompo.runfolder.round_rows import read_round_rows
+from raycompo.runfolder.round_rows import RoundRowsFile, read_round_rows
 from raycompo.system.event_log import EVENT_COLUMNS, FATES
 
 FILE = "events.csv"
@@ -41,51 +39,18 @@ _TYPES = (int, int, int, int, _optional(float), _optional(float), _fate, _option
 """The parser of each of `EVENT_COLUMNS`."""
 
 
-def _cells(rows: list[dict[str, Any]]) -> list[list[Any]]:
-    """`rows` as csv cells: None an empty cell."""
-    return [["" if r[c] is None else r[c] for c in EVENT_COLUMNS] for r in rows]
+class EventsFile(RoundRowsFile):
+    """`events.csv` of the run folder `folder` (`RoundRowsFile`: its header and the kept `rows`,
+    then appended to step by step); None is an empty cell."""
 
+    FILE = FILE
+    COLUMNS = EVENT_COLUMNS
 
-class EventsFile:
-    """`events.csv` of the run folder `folder`: replaced by its header and `rows` (what a
-    resumed run keeps; none for a new run), atomically, then appended to step by step."""
+    def cells(self, rows: list[dict[str, Any]]) -> list[list[Any]]:
+        return [["" if r[c] is None else r[c] for c in EVENT_COLUMNS] for r in rows]
 
-    def __init__(self, folder: str | Path, rows: list[dict[str, Any]] | None = None):
-        self.path = Path(folder) / FILE
-        self._file: Any = None
-        self._rewrite(rows or [])
-
-    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
-        self.close()
-
-        def write(tmp: Path) -> None:
-            with open(tmp, "w", newline="") as out:
-                writer = csv.writer(out, lineterminator="\n")
-                writer.writerow(EVENT_COLUMNS)
-                writer.writerows(_cells(rows))
-
-        replace_atomically(self.path, write)
-
-    def append(self, rows: list[dict[str, Any]]) -> None:
-        """One step's rows (`Observer.on_events`), written and flushed."""
-        if not rows:
-            return
-        if self._file is None or self._file.closed:
-            self._file = open(self.path, "a", newline="")
-        csv.writer(self._file, lineterminator="\n").writerows(_cells(rows))
-        self._file.flush()
-
-    def truncate(self, upto_step: int) -> None:
-        """Drop the rows of steps after `upto_step` (a replay from a checkpoint writes them again)."""
-        self.close()
-        self._rewrite(read_events(self.path.parent, upto_step))
-
-    def close(self) -> None:
-        if self._file is not None and not self._file.closed:
-            try:
-                self._file.close()
-            except OSError:
-                pass  # a full disk: the last line may be cut short (it is dropped when read back)
+    def read(self, upto: int) -> list[dict[str, Any]]:
+        return read_events(self.path.parent, upto)
 
 
 def read_events(folder: str | Path, upto_step: int | None = None) -> list[dict[str, Any]]:

@@ -13,6 +13,66 @@ from pathlib import Path
 from typing import Any
 
 from raycompo.errors import ConfigError
+from raycompo.runfolder.atomic import replace_atomically
+
+
+class RoundRowsFile:
+    """A run folder's CSV of rows by round: replaced by its header and `rows` (what a resumed
+    run keeps; none for a new run), atomically, then appended to as each round ends (flushed).
+    A subclass names its `FILE`, its `COLUMNS`, how a row becomes cells (`cells`) and how the
+    file reads back (`read`)."""
+
+    FILE = ""
+    COLUMNS: tuple[str, ...] = ()
+
+    def __init__(self, folder: str | Path, rows: list[dict[str, Any]] | None = None):
+        self.path = Path(folder) / self.FILE
+        self._file: Any = None
+        self._rewrite(rows or [])
+
+    def cells(self, rows: list[dict[str, Any]]) -> list[list[Any]]:
+        return [[r[c] for c in self.COLUMNS] for r in rows]
+
+    def read(self, upto: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _rewrite(self, rows: list[dict[str, Any]]) -> None:
+        self.close()
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "w", newline="") as out:
+                writer = csv.writer(out, lineterminator="\n")
+                writer.writerow(self.COLUMNS)
+                writer.writerows(self.cells(rows))
+
+        replace_atomically(self.path, write)
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        """One round's rows, written and flushed."""
+        if not rows:
+            return
+        if self._file is None or self._file.closed:
+            self._file = open(self.path, "a", newline="")
+        csv.writer(self._file, lineterminator="\n").writerows(self.cells(rows))
+        self._file.flush()
+
+    def truncate(self, upto: int) -> None:
+        """Drop the rows of rounds after `upto` (a replay from a checkpoint writes them again)."""
+        self.close()
+        self._rewrite(self.read(upto))
+
+    def close(self) -> None:
+        close_quietly(self._file)
+
+
+def close_quietly(file: Any) -> None:
+    """Close an appended run-folder file, if open; a full disk's error is let go: the last line
+    may be cut short, and it is dropped when the file is read back."""
+    if file is not None and not file.closed:
+        try:
+            file.close()
+        except OSError:
+            pass
 
 
 def read_round_rows(path: Path, columns: Sequence[str], types: Sequence[Callable[[str], Any]], upto: int | None,
