@@ -295,7 +295,9 @@ class AsyncServer:
                 "work": None if w is None else [w.samples, w.bytes_down, w.bytes_up, w.data_samples, w.oracle_calls],
                 "repeats": [self.repeats[0], sorted(self.repeats[1].items())], "last": dict(self.last)}
 
-    def load(self, state: dict[str, Any]) -> None:
+    def load(self, state: dict[str, Any] | None) -> None:
+        if state is None:  # (a checkpoint without an asynchronous server's state: nothing in flight)
+            return
         self.queue.load(state["queue"])
         self.started = bool(state["started"])
         self.versions = {int(k): v for k, v in state["versions"].items()}

@@ -145,7 +145,7 @@ class Host:
         self.clients, self._data_key = kept, key
         # Idle clients' persistent state: compact, spilled to disk past the budget.
         self.states = StateStore(state_budget_bytes, os.environ.get("RAYCOMPO_SPILL_DIR"), device=self.device)
-        self.scratch: dict[int, dict[str, Any]] = {}
+        self.scratch: dict[Any, dict[str, Any]] = {}
         self.scratch_round = -1
         # What clients send up on its way (compression, DP clipping; engine/transforms.py).
         self.uplink: Uplink | None = make_uplink(r, self.algorithm)
