@@ -260,3 +260,35 @@ def test_ray_equals_inline_for_every_aggregation(aggregation, ray_session):
     drop = ("round_time", "wall_time", BREAKDOWN_KEY, "_clients")
     assert_rows_close([{k: v for k, v in r.items() if k not in drop} for r in on_ray],
                       [{k: v for k, v in r.items() if k not in drop} for r in inline], tol=1e-6)
+
+
+# --- privacy, for every (aggregation, algorithm family) --------------------------------------
+FAMILIES = {  # algorithm: (settings, noised exchanges a round)
+    "fedavg": ({}, 1),  # one average of models
+    "comfedl": ({"normalizer": "lse", "gamma": 10.0}, 2),  # the compositional family: f_i(w) for the centre, then models
+    "drfl": ({}, None),  # draws its own cohort with replacement: refused with DP
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("aggregation", list(AGGREGATIONS))
+def test_dp_gives_the_stated_mechanisms_epsilon_or_is_refused_with_the_reason(aggregation, family):
+    """Each combination either runs with epsilon equal to dp-accounting's for the mechanism
+    docs/compression.md states (m of n sampled without replacement, E noised releases a
+    round), or is refused before round 0 saying why: DRFL's own cohorts, any algorithm under
+    asynchronous aggregation."""
+    settings, exchanges = FAMILIES[family]
+    cfg = dataclasses.replace(config(aggregation, "dp"), algo=family, settings={**SETTINGS, **settings})
+    if family == "drfl":
+        with pytest.raises(ConfigError, match="draws its own cohorts|no epsilon could be stated|cannot run asynchronously"):
+            Federation(cfg)
+        return
+    if aggregation in ("buffered", "async"):
+        with pytest.raises(ConfigError, match="no epsilon could be stated|barrier"):
+            Federation(cfg)
+        return
+    from tests.test_compression import stated_mechanism_epsilon
+
+    rows = rounds(Federation(cfg), 2)
+    expected = [stated_mechanism_epsilon(8, 4, 1.0, 1.0, 1e-5, [exchanges] * t) for t in (1, 2)]
+    assert [r["epsilon"] for r in rows] == pytest.approx(expected, rel=1e-9)
