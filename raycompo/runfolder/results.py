@@ -301,6 +301,11 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
 
             if canonical("task" if key == "task" else "algorithm", value) != getattr(cfg, key):
                 differ.append(f"--{key} {value} (the run's is {getattr(cfg, key)})")
+        elif key == "uplink":  # the steps' specs as recorded (a file by its absolute path)
+            from raycompo.configuration.plugins import canonical
+
+            if [canonical("uplink", v) for v in value] != cfg.uplink:
+                differ.append(f"--uplink {value} (the run's is {cfg.uplink})")
         elif key == "system":
             from raycompo.system import canonical_system
 
