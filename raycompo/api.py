@@ -65,7 +65,7 @@ def run_arguments() -> dict[str, Arg]:
         "concurrency": positive_int(none=True), "buffer": positive_int(none=True),
         "compress": Arg(("mapping",), none=True), "compress_down": Arg(("mapping",), none=True),
         "dp_clip": Arg(("number",), none=True), "dp_noise": Arg(("number",), none=True), "dp_delta": Arg(("number",)),
-        "log_events": Arg(("bool",)), "on_row": Arg(("callable",), none=True),
+        "log_events": Arg(("bool",)), "uplink": Arg(("specs",), none=True), "on_row": Arg(("callable",), none=True),
         "progress": Arg(("bool", "choice"), choices=MODES),
         "tracker": Arg(("names",), choices=TRACKERS, none=True),
         "observers": Arg(("instances",), cls=Observer),
@@ -112,6 +112,7 @@ def run(
     dp_noise: float | None = None,
     dp_delta: float = 1e-5,
     log_events: bool = False,
+    uplink: Sequence[str | type] | None = None,
     on_row: Callable[[Row], None] | None = None,
     progress: bool | str = False,
     tracker: str | Sequence[str] | None = None,
@@ -164,6 +165,10 @@ def run(
         with `system`) and its fate (applied at server step s with staleness tau, stale,
         dropped, lost), for synchronous and asynchronous runs; `.events` is the same frame
         (kept in memory without `out`). docs/system.md#eventscsv.
+    uplink: your own steps applied to what clients send up, after `compress` and
+        `dp_clip`'s, in order (as --uplink SPEC): specs 'path/to/file.py:ClassName' or
+        'package.module:ClassName', or the classes, of
+        `raycompo.compression.uplink.UplinkStep` subclasses (docs/compression.md).
     threads: torch threads of this process (`torch.set_num_threads`; it stays set).
         Recorded in config.json (this process's number when None), and `resume` sets it
         again: a resumed run's sums of floats are split over threads as before.
@@ -211,7 +216,7 @@ def _run_config(a: dict[str, Any]) -> Any:
         budget=dict(a["budget"]) if isinstance(a["budget"], Mapping) else a["budget"],  # type: ignore[arg-type]  (checked by resolve)
         compress=_mapping(a["compress"]), compress_down=_mapping(a["compress_down"]),
         dp_clip=a["dp_clip"], dp_noise=a["dp_noise"], dp_delta=a["dp_delta"],
-        threads=a["threads"], log_events=a["log_events"],
+        threads=a["threads"], log_events=a["log_events"], uplink=list(a["uplink"] or []),
     )
 
 

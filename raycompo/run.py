@@ -70,6 +70,18 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="end the run (completed) at the first round whose cumulative cost reaches VALUE; "
                         "keys: " + ", ".join(BUDGET_KEYS) + " (sim_time with --system, epsilon with --dp-clip)")
+    add_transform_arguments(p)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy "
+                        "machine. Recorded in config.json (this process's number when not given): --resume uses it again")
+    p.add_argument("--log-events", action="store_true",
+                   help="write events.csv in the run folder: one row per dispatch (client, model version, dispatch "
+                        "and finish times in simulated seconds, fate: applied with its staleness, stale, dropped, "
+                        "lost); docs/system.md")
+
+
+def add_transform_arguments(p: argparse.ArgumentParser) -> None:
+    """What happens to what travels: compression, client-level DP, the user's uplink steps."""
     p.add_argument("--compress", nargs="+", action="extend", default=[], metavar="KEY=METHOD[:PARAM]",
                    help="compress what clients send up, by contribution key (see --list) or *: qsgd:S, topk:K, randk:K, "
                         "sign (K < 1 a fraction); bytes_up counts the encoded size (docs/compression.md)")
@@ -80,13 +92,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dp-noise", type=float, default=None, metavar="Z",
                    help="DP noise multiplier z: N(0, z^2 C^2) added to the server's sums; adds the column epsilon")
     p.add_argument("--dp-delta", type=float, default=1e-5, metavar="DELTA", help="delta of the reported epsilon (default 1e-5)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads in this process (inline backend / driver); 1 is fastest for small models on a busy "
-                        "machine. Recorded in config.json (this process's number when not given): --resume uses it again")
-    p.add_argument("--log-events", action="store_true",
-                   help="write events.csv in the run folder: one row per dispatch (client, model version, dispatch "
-                        "and finish times in simulated seconds, fate: applied with its staleness, stale, dropped, "
-                        "lost); docs/system.md")
+    p.add_argument("--uplink", action="append", default=[], metavar="SPEC",
+                   help="a step of your own applied to what clients send up, after --compress and --dp-clip: "
+                        "'path/to/file.py:ClassName' or 'package.module:ClassName' of an UplinkStep subclass; "
+                        "repeatable, applied in order (docs/compression.md)")
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -99,7 +108,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         system=args.system, threads=args.threads, aggregation=args.aggregation, concurrency=args.concurrency,
         buffer=args.buffer, compress=parse_compress(args.compress, "--compress"),
         compress_down=parse_compress(args.compress_down, "--compress-down"), dp_clip=args.dp_clip,
-        dp_noise=args.dp_noise, dp_delta=args.dp_delta, log_events=args.log_events,
+        dp_noise=args.dp_noise, dp_delta=args.dp_delta, log_events=args.log_events, uplink=list(args.uplink),
     )
 
 
@@ -351,7 +360,7 @@ RESUME_CHANGES = {
     "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system", "threads": "threads",
     "aggregation": "aggregation", "concurrency": "concurrency", "buffer": "buffer",
     "compress": "compress", "compress_down": "compress_down", "dp_clip": "dp_clip", "dp_noise": "dp_noise",
-    "dp_delta": "dp_delta", "log_events": "log_events",
+    "dp_delta": "dp_delta", "log_events": "log_events", "uplink": "uplink",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""

@@ -4,7 +4,8 @@ the ledger at their encoded size (docs/compression.md).
 
 * `methods`: qsgd, topk, randk, sign on a (k, d) batch of rows, and their message sizes;
 * `keys`: how an algorithm's contribution keys travel (value, update of a payload key, weight);
-* `uplink`: a contribution on its way up (update, compression with error feedback, DP clipping);
+* `uplink`: a contribution on its way up, an ordered list of steps (compression with error
+  feedback, DP clipping, the user's own) between the update taken and the value decoded;
 * `privacy`: the Gaussian noise on the server's sum and the accountant (dp-accounting).
 
 Pure torch (and dp-accounting for the accountant); nothing here imports the engine.

@@ -1,23 +1,24 @@
-"""A contribution on its way up: compressed per key (with error feedback), then clipped
-for client-level DP. Applied by the engine where a client's contribution leaves it (one
-member on the per-client path, a chunk's (k, ...) rows at once on the batched path),
-never inside an algorithm.
+"""A contribution on its way up: an ordered list of steps (`Uplink.steps`), applied by the
+engine where a client's contribution leaves it (one member on the per-client path, a
+chunk's (k, ...) rows at once on the batched path), never inside an algorithm.
 
 For each key of a member's contribution, with x its rows (k, d):
 
 1. what travels: the update delta = x / weight - payload[of] for a key declared an update
    (raycompo/compression/keys.py), x itself otherwise;
-2. compression (`--compress KEY=METHOD`): c = C(delta + e), and with error feedback the
-   member keeps e <- delta + e - c (Karimireddy et al. 2019; e starts at zeros), in its
-   client state under `RESIDUALS` (checkpointed with it);
-3. clipping (`--dp-clip C`): every non-weight key's c of a member, concatenated, scaled
-   by min(1, C / ||c||_2) (DP-FedAvg, McMahan et al. 2018), and each weight set to 1;
-4. what the server decodes: weight * (payload[of] + c) for an update, c otherwise.
+2. the steps, in order, each an `UplinkStep` that maps what travels to what travels:
+   * `Compress` (`--compress KEY=METHOD`): c = C(delta + e), and with error feedback the
+     member keeps e <- delta + e - c (Karimireddy et al. 2019; e starts at zeros), in its
+     client state under `RESIDUALS` (checkpointed with it);
+   * `Clip` (`--dp-clip C`): every non-weight key's c of a member, concatenated, scaled by
+     min(1, C / ||c||_2) (DP-FedAvg, McMahan et al. 2018), and each weight set to 1;
+   * the user's own steps (`--uplink SPEC`), in the order given;
+3. what the server decodes: weight * (payload[of] + c) for an update, c otherwise.
 
 Clipping follows compression so that what the server sums is what is bounded (a QSGD
 draw can be longer than its input). Keys whose values are neither tensors nor numbers
-(a list of tensors of different sizes) travel unchanged. A key with no method, without
-DP, is left bit for bit as the algorithm returned it.
+(a list of tensors of different sizes) travel unchanged. A key no step acts on is left
+bit for bit as the algorithm returned it.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from raycompo.errors import ConfigError
 from raycompo.seeding import COMPRESS, generator
 
 RESIDUALS = "_uplink"
-"""The client-state key of a member's error-feedback residuals: {'phase:key': e (d,)}. The
-algorithm never sees it (the engine takes it out before a phase and puts it back after)."""
+"""The client-state key of a member's uplink state, {'phase:key': e (d,)} (error-feedback
+residuals; a user's step may keep entries of its own there). The algorithm never sees it
+(the engine takes it out before a phase and puts it back after)."""
 
 
 def key_tag(phase: str, key: str) -> int:
@@ -57,27 +59,152 @@ def with_residuals(state: dict[str, Any], residuals: dict[str, torch.Tensor]) ->
 
 
 @dataclass
+class Upload:
+    """One exchange's contributions of k members as the steps see them (k = 1 on the
+    per-client path, a chunk's members on the batched path: work row by row)."""
+
+    phase: str
+    round_: int
+    members: list[tuple[int, int]]
+    """(client id, its exchange number in this round) of each row."""
+    out: dict[str, Any]
+    """The contribution as the algorithm returned it."""
+    rows: dict[str, torch.Tensor]
+    """Its tensors and numbers as rows (k, d), as returned."""
+    sent: dict[str, Sent]
+    """How each key of `rows` travels (`Algorithm.contributions`)."""
+    weights: dict[str, torch.Tensor]
+    """Each weight's rows (k, 1), by key; a declared weight a step replaces is decoded as
+    replaced (Clip: 1)."""
+    kept: list[dict[str, torch.Tensor]]
+    """Each member's uplink state, {'phase:key' or a step's own name: tensor}, kept in its
+    client state (checkpointed; restored after a probe). A step writes it, never itself."""
+    moved: dict[str, torch.Tensor] = field(default_factory=dict)
+    """What travels, {key: rows (k, d)}: the updates or values of the keys the steps act on."""
+    encoded: dict[str, list[int]] = field(default_factory=dict)
+    """{key: each member's encoded bytes} of the keys a step encodes (bytes_up, costs.csv)."""
+
+
+class UplinkStep:
+    """One step of the uplink. `keys(up)`: the keys of `up.rows` it acts on (default: all
+    but the weights); `apply(up)`: what travels after it, {key: rows (k, d)} from
+    `up.moved` (it may also set `up.weights`, `up.kept`, `up.encoded`). A user's step is a
+    subclass made with no arguments (`--uplink 'file.py:Class'`); it runs on the hosts, so
+    state that must last from one round to the next goes in `up.kept`."""
+
+    name = "step"
+
+    def keys(self, up: Upload) -> set[str]:
+        return {key for key in up.rows if not up.sent[key].is_weight}
+
+    def apply(self, up: Upload) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+
+class Compress(UplinkStep):
+    """`--compress`: each key with a method compressed, with error feedback where the
+    method keeps it; its encoded bytes in `up.encoded` (`methods` by key, '*': every
+    non-weight tensor key not named)."""
+
+    name = "compress"
+
+    def __init__(self, methods: dict[str, Method], seed: int):
+        self.methods, self.seed = methods, seed
+        self._checked: set[tuple[str, str]] = set()
+
+    def method_of(self, sent: Sent, key: str, is_tensor: bool) -> Method | None:
+        """The key's method: named, else '*' for a tensor that is not a weight."""
+        if sent.is_weight:
+            return None
+        if key in self.methods:
+            return self.methods[key]
+        return self.methods.get("*") if is_tensor else None
+
+    def keys(self, up: Upload) -> set[str]:
+        """The keys with a method; ConfigError for a key named by --compress that the phase
+        sends as neither a tensor nor a number."""
+        for key in self.methods:
+            if key != "*" and key in up.out and key not in up.rows:
+                raise ConfigError(f"--compress {key}: phase {up.phase!r} sends {key} as "
+                                  f"{type(up.out[key]).__name__}, which is not compressed (tensors and numbers are)")
+        return {key for key in up.rows if self.method_of(up.sent[key], key, isinstance(up.out[key], torch.Tensor))}
+
+    def apply(self, up: Upload) -> dict[str, torch.Tensor]:
+        moved = dict(up.moved)
+        mine = self.keys(up)
+        for key in [key for key in moved if key in mine]:  # in the contribution's order
+            method = self.methods[key] if key in self.methods else self.methods["*"]
+            moved[key] = self.one(up, key, method, moved[key])
+        return moved
+
+    def one(self, up: Upload, key: str, method: Method, x: torch.Tensor) -> torch.Tensor:
+        """One key's rows compressed (error feedback in `up.kept`, size in `up.encoded`)."""
+        d = x.shape[1]
+        if (up.phase, key) not in self._checked:
+            method.check_size(d, key)
+            self._checked.add((up.phase, key))
+        name = f"{up.phase}:{key}"
+        if method.feedback:
+            e = [r.get(name) for r in up.kept]
+            if any(v is not None for v in e):
+                x = x + torch.stack([v.to(x.device, x.dtype) if v is not None else torch.zeros(d, dtype=x.dtype,
+                                     device=x.device) for v in e])
+        gens = None
+        if method.name in ("qsgd", "randk"):
+            tag = key_tag(up.phase, key)
+            gens = [generator(self.seed, COMPRESS, cid, up.round_, call, tag) for cid, call in up.members]
+        c = method.compress_rows(x, gens)
+        if method.feedback:
+            left = x - c
+            for i, r in enumerate(up.kept):
+                r[name] = left[i].clone()
+        up.encoded[key] = [math.ceil(method.bits(d) / 8)] * len(up.members)
+        return c
+
+
+class Clip(UplinkStep):
+    """`--dp-clip C`: each member's rows of every key scaled by min(1, C / ||all its
+    rows||_2), and its weights set to 1 (DP-FedAvg's fixed denominator)."""
+
+    name = "clip"
+
+    def __init__(self, clip: float):
+        self.clip = clip
+
+    def keys(self, up: Upload) -> set[str]:
+        return set(up.rows)
+
+    def apply(self, up: Upload) -> dict[str, torch.Tensor]:
+        moved = up.moved
+        if moved:
+            sq = sum(v.to(torch.float64).pow(2).sum(1, keepdim=True).cpu() for v in moved.values())
+            assert isinstance(sq, torch.Tensor)
+            scale = (self.clip / sq.sqrt().clamp_min(1e-300)).clamp(max=1.0)
+            moved = {key: v * scale.to(v.device, v.dtype) for key, v in moved.items()}
+        up.weights = {key: torch.ones_like(w) for key, w in up.weights.items()}
+        return moved
+
+
+@dataclass
 class Uplink:
-    """The transforms of what clients send up: `methods` by key ('*': every non-weight
-    key not named), `clip` the DP clipping norm C (None: no clipping), `contributions` the
+    """The steps of what clients send up, in order (`steps`): `Compress(methods)` where
+    `methods` by key ('*': every non-weight key not named) is not empty, `Clip(clip)` where
+    the DP clipping norm C is given, then the user's `extra` steps; `contributions` the
     algorithm's declaration (`Algorithm.contributions`)."""
 
     methods: dict[str, Method]
     clip: float | None
     contributions: dict[str, dict[str, Sent]]
     seed: int
-    _checked: set[tuple[str, str]] = field(default_factory=set)
+    extra: list[UplinkStep] = field(default_factory=list)
+    steps: list[UplinkStep] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.steps = (([Compress(self.methods, self.seed)] if self.methods else [])
+                      + ([Clip(self.clip)] if self.clip is not None else []) + list(self.extra))
 
     def sent(self, phase: str, key: str) -> Sent:
         return self.contributions.get(phase, {}).get(key, VALUE)
-
-    def method_of(self, phase: str, key: str, is_tensor: bool) -> Method | None:
-        """The key's method: named, else '*' for a tensor that is not a weight."""
-        if self.sent(phase, key).is_weight:
-            return None
-        if key in self.methods:
-            return self.methods[key]
-        return self.methods.get("*") if is_tensor else None
 
     def apply(self, phase: str, round_: int, members: list[tuple[int, int]], out: dict[str, Any],
               payload: dict[str, Any], residuals: list[dict[str, torch.Tensor]],
@@ -91,58 +218,17 @@ class Uplink:
         if batched and any(isinstance(v, list) and any(isinstance(x, torch.Tensor) for x in v) for v in out.values()):
             return self._member_by_member(phase, round_, members, out, payload, residuals)
         rows = as_rows(out, k, batched)
-        methods = {key: m for key in rows if (m := self.method_of(phase, key, isinstance(out[key], torch.Tensor)))}
-        self._check_compressible(phase, out, rows)
-        touched = set(methods) | (set(rows) if self.clip is not None else set())
+        sent = {key: self.sent(phase, key) for key in rows}
+        weights = {key: rows[key] for key, s in sent.items() if s.is_weight or any(t.weight == key for t in sent.values())}
+        up = Upload(phase, round_, members, out, rows, sent, weights, residuals)
+        touched = set().union(*(step.keys(up) for step in self.steps))
         if not touched:
             return out, residuals, {}
-        sent = {key: self.sent(phase, key) for key in rows}
-        weights = {key: rows[s.weight] for key, s in sent.items() if s.weight in rows}
-        moved, refs = what_travels(touched, sent, rows, weights, payload)
-        new_res, encoded = self._compress(phase, round_, members, methods, moved, residuals)
-        if self.clip is not None:
-            moved, weights = clipped(moved, weights, self.clip)
-        return decode(out, moved, sent, refs, weights, rows, k, batched, self.clip is not None), new_res, encoded
-
-    def _check_compressible(self, phase: str, out: dict[str, Any], rows: dict[str, torch.Tensor]) -> None:
-        """ConfigError for a key named by --compress that `phase` sends as neither a tensor nor a number."""
-        for key in self.methods:
-            if key != "*" and key in out and key not in rows:
-                raise ConfigError(f"--compress {key}: phase {phase!r} sends {key} as "
-                                  f"{type(out[key]).__name__}, which is not compressed (tensors and numbers are)")
-
-    def _compress(self, phase: str, round_: int, members: list[tuple[int, int]], methods: dict[str, Method],
-                  moved: dict[str, torch.Tensor], residuals: list[dict[str, torch.Tensor]]
-                  ) -> tuple[list[dict[str, torch.Tensor]], dict[str, list[int]]]:
-        """Step 2: each key of `methods` compressed in `moved`, with error feedback where the
-        method keeps it; (each member's new residuals, {key: each member's encoded bytes})."""
-        k = len(members)
-        new_res = [dict(r) for r in residuals]
-        encoded: dict[str, list[int]] = {}
-        for key, method in methods.items():
-            x = moved[key]
-            d = x.shape[1]
-            if (phase, key) not in self._checked:
-                method.check_size(d, key)
-                self._checked.add((phase, key))
-            name = f"{phase}:{key}"
-            if method.feedback:
-                e = [r.get(name) for r in residuals]
-                if any(v is not None for v in e):
-                    x = x + torch.stack([v.to(x.device, x.dtype) if v is not None else torch.zeros(d, dtype=x.dtype,
-                                         device=x.device) for v in e])
-            gens = None
-            if method.name in ("qsgd", "randk"):
-                tag = key_tag(phase, key)
-                gens = [generator(self.seed, COMPRESS, cid, round_, call, tag) for cid, call in members]
-            c = method.compress_rows(x, gens)
-            if method.feedback:
-                left = x - c
-                for i, r in enumerate(new_res):
-                    r[name] = left[i].clone()
-            moved[key] = c
-            encoded[key] = [math.ceil(method.bits(d) / 8)] * k
-        return new_res, encoded
+        up.kept = [dict(r) for r in residuals]
+        up.moved, refs = what_travels([key for key in rows if key in touched], sent, rows, weights, payload)
+        for step in self.steps:
+            up.moved = step.apply(up)
+        return decode(up, refs, k, batched), up.kept, up.encoded
 
     def _member_by_member(self, phase: str, round_: int, members: list[tuple[int, int]], out: dict[str, Any],
                           payload: dict[str, Any], residuals: list[dict[str, torch.Tensor]]) -> Any:
@@ -177,11 +263,11 @@ def as_rows(out: dict[str, Any], k: int, batched: bool) -> dict[str, torch.Tenso
     return rows
 
 
-def what_travels(touched: set[str], sent: dict[str, Sent], rows: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
+def what_travels(touched: list[str], sent: dict[str, Sent], rows: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
                  payload: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor | None]]:
-    """Step 1, for each touched key but the weights: the update x / weight - payload[of] for
-    a key declared an update, x itself otherwise; (those rows, each update's payload[of] as
-    one row, None where the payload lacks it)."""
+    """Step 1, for each touched key but the weights (`weights` by weight key): the update
+    x / weight - payload[of] for a key declared an update, x itself otherwise; (those rows,
+    each update's payload[of] as one row, None where the payload lacks it)."""
     moved: dict[str, torch.Tensor] = {}  # what travels: updates or values
     refs: dict[str, torch.Tensor | None] = {}
     for key in touched:
@@ -192,44 +278,30 @@ def what_travels(touched: set[str], sent: dict[str, Sent], rows: dict[str, torch
         if s.of is not None:
             ref = payload.get(s.of)
             refs[key] = ref.detach().reshape(1, -1).to(x.device, x.dtype) if isinstance(ref, torch.Tensor) else None
-            if key in weights:
-                x = x / weights[key].to(x.device, x.dtype)
+            if s.weight in weights:
+                x = x / weights[s.weight].to(x.device, x.dtype)
             if refs[key] is not None:
                 x = x - refs[key]
         moved[key] = x
     return moved, refs
 
 
-def clipped(moved: dict[str, torch.Tensor], weights: dict[str, torch.Tensor],
-            clip: float) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """Each member's rows of every key scaled by min(1, clip / ||all its rows||_2), and
-    its weights set to 1 (DP-FedAvg's fixed denominator)."""
-    if moved:
-        sq = sum(v.to(torch.float64).pow(2).sum(1, keepdim=True).cpu() for v in moved.values())
-        assert isinstance(sq, torch.Tensor)
-        scale = (clip / sq.sqrt().clamp_min(1e-300)).clamp(max=1.0)
-        moved = {key: v * scale.to(v.device, v.dtype) for key, v in moved.items()}
-    return moved, {key: torch.ones_like(w) for key, w in weights.items()}
-
-
-def decode(out: dict[str, Any], moved: dict[str, torch.Tensor], sent: dict[str, Sent],
-           refs: dict[str, torch.Tensor | None], weights: dict[str, torch.Tensor], rows: dict[str, torch.Tensor],
-           k: int, batched: bool, clipping: bool) -> dict[str, Any]:
-    """Step 4, what the server decodes: weight * (payload[of] + c) for an update, c otherwise,
-    each in the form its value came in; with clipping, every weight 1."""
+def decode(up: Upload, refs: dict[str, torch.Tensor | None], k: int, batched: bool) -> dict[str, Any]:
+    """Step 3, what the server decodes: weight * (payload[of] + c) for an update, c
+    otherwise, each in the form its value came in; a weight a step replaced, as replaced."""
+    out = up.out
     result = dict(out)
-    for key, c in moved.items():
-        s = sent[key]
+    for key, c in up.moved.items():
+        s = up.sent[key]
         if s.of is not None:
             if refs.get(key) is not None:
                 c = c + refs[key]
-            if key in weights:
-                c = c * weights[key].to(c.device, c.dtype)
+            if s.weight in up.weights:
+                c = c * up.weights[s.weight].to(c.device, c.dtype)
         result[key] = restore(c, out[key], k, batched)
-    if clipping:
-        for key, s in sent.items():
-            if s.is_weight:
-                result[key] = restore(torch.ones_like(rows[key]), out[key], k, batched)
+    for key, w in up.weights.items():
+        if up.sent[key].is_weight and w is not up.rows[key]:
+            result[key] = restore(w, out[key], k, batched)
     return result
 
 

@@ -102,6 +102,10 @@ class RunConfig:
     """The noise multiplier z: N(0, z^2 C^2 I) added to the server's sums (None: 0)."""
     dp_delta: float = 1e-5
     """The delta at which the accountant reports epsilon (the column `epsilon`)."""
+    uplink: list[str] = field(default_factory=list)
+    """The user's own steps of what clients send up, run after `compress` and `dp_clip`'s, in
+    order: specs 'path/to/file.py:ClassName' or 'package.module:ClassName' of
+    `raycompo.compression.uplink.UplinkStep` subclasses (`--uplink`, docs/compression.md)."""
     log_events: bool = False
     """Write the run folder's events.csv (`--log-events`): one row per dispatch, its client,
     the model version it downloaded, its dispatch and finish times in simulated seconds and
@@ -116,6 +120,8 @@ class RunConfig:
             self.task = spec_of(self.task, "task")
         if isinstance(self.algo, type):
             self.algo = spec_of(self.algo, "algorithm")
+        if isinstance(self.uplink, (list, tuple)):
+            self.uplink = [spec_of(s, "uplink") if isinstance(s, type) else s for s in self.uplink]
 
     def canonical(self) -> RunConfig:
         """This config with `task` and `algo` as the specs that find them again from any
@@ -124,7 +130,8 @@ class RunConfig:
         from raycompo.system import canonical_system
 
         return dataclasses.replace(self, task=canonical("task", self.task), algo=canonical("algorithm", self.algo),
-                                   system=canonical_system(self.system))
+                                   system=canonical_system(self.system),
+                                   uplink=[canonical("uplink", s) for s in self.uplink])
 
     def state_budget_bytes(self, hosts: int = 1) -> int | None:
         """Each of `hosts` hosts' share of `state_memory_gb`, in bytes."""
@@ -161,6 +168,8 @@ class Resolved:
     aggregation: Any = None
     """The asynchronous aggregation's `raycompo.system.aggregation.Plan` (aggregation, C, K
     and validated settings); None for 'sync'."""
+    uplink_steps: tuple[type, ...] = ()
+    """The classes of `config.uplink`, found once here (the hosts make one of each)."""
 
     def make_task(self):
         return self.task_cls(self.task_settings, self.config.seed, self.config.data_dir)
@@ -273,7 +282,7 @@ FIELD_TYPES = {
     "concurrency": Arg(("int",), none=True), "buffer": Arg(("int",), none=True),
     "compress": Arg(("mapping",)),
     "compress_down": Arg(("mapping",)), "dp_clip": Arg(("number",), none=True), "dp_noise": Arg(("number",), none=True),
-    "dp_delta": _NUMBER, "log_events": Arg(("bool",)),
+    "dp_delta": _NUMBER, "log_events": Arg(("bool",)), "uplink": Arg(("specs",)),
 }
 """The type of each RunConfig field (raycompo.configuration.arguments), checked by `resolve`."""
 
@@ -328,6 +337,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     from raycompo.configuration.vectorize import plan
 
     check_transforms(cfg, algo_cls)
+    uplink_steps = tuple(load("uplink", spec) for spec in cfg.uplink)  # an unknown one: an error now
     vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
     tables = None
     if profile is not None and task is not None:
@@ -342,7 +352,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
             "Use a profile whose clients are always online and drawn as the engine draws them (uniform, mobile-sync)")
     aggregation = aggregation_plan(cfg, settings, algo_cls, algo_settings, n_clients, profile, tables)
     return Resolved(cfg, task_cls, algo_cls, task_settings, algo_settings, n_clients,
-                    vectorized if task is not None else None, profile, tables, aggregation)
+                    vectorized if task is not None else None, profile, tables, aggregation, uplink_steps)
 
 
 def aggregation_plan(cfg: RunConfig, settings: dict[str, Any], algo_cls: type, algo_settings: Any, n_clients: int,

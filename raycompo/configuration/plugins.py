@@ -1,6 +1,6 @@
 """Finding a task or an algorithm (or a system profile's availability model or selection
-policy: the kinds `availability` and `selection`) from what a user names, and shipping its
-code to Ray.
+policy: the kinds `availability` and `selection`; or a step of the uplink, `--uplink`: the
+kind `uplink`) from what a user names, and shipping its code to Ray.
 
 A *spec* names a class in one of four ways, wherever raycompo takes a task or an
 algorithm (`--task`, `--algo`, a sweep's `algorithms:` keys, `raycompo.run(task, algo)`):
@@ -50,12 +50,16 @@ from typing import Any
 
 from raycompo.errors import ConfigError
 
-KINDS = ("algorithm", "task", "availability", "selection")
+KINDS = ("algorithm", "task", "availability", "selection", "uplink")
 GROUPS = {"algorithm": "raycompo.algorithms", "task": "raycompo.tasks", "availability": "raycompo.availability",
-          "selection": "raycompo.selection"}
+          "selection": "raycompo.selection", "uplink": "raycompo.uplink"}
 """The entry point group through which an installed package registers names of a kind
 (`availability`: a system profile's availability model, `selection`: its selection policy;
-raycompo/system/, docs/system.md)."""
+raycompo/system/, docs/system.md; `uplink`: a step of what clients send up,
+raycompo/compression/uplink.py, docs/compression.md)."""
+
+SETTINGLESS = ("uplink",)
+"""Kinds whose classes are made without settings (no `Settings` dataclass asked for)."""
 
 _LOADED: dict[tuple[str, str], type] = {}
 """(kind, spec) -> class already found in this process (also a class given as an object,
@@ -75,6 +79,10 @@ def _base(kind: str) -> tuple[type, ModuleType | None]:
         from raycompo.system.selection import SelectionPolicy
 
         return SelectionPolicy, None
+    if kind == "uplink":
+        from raycompo.compression.uplink import UplinkStep
+
+        return UplinkStep, None
     if kind == "algorithm":
         import raycompo.algorithms as pkg
         from raycompo.algorithms.base import Algorithm
@@ -106,6 +114,8 @@ def _builtins(kind: str) -> dict[str, type]:
     from raycompo.configuration.registry import discover
 
     base, pkg = _base(kind)
+    if kind == "uplink":  # the built-in steps come from options (--compress, --dp-clip), not names
+        return {}
     if pkg is None:  # the system's own small registries
         from raycompo.system import availability, selection
 
@@ -178,9 +188,10 @@ def load(kind: str, spec: str | type, base_dir: str | Path | None = None) -> typ
     if not is_spec_string(spec):
         reg = registered(kind)
         if spec not in reg:
+            names = f"choose one of: {', '.join(sorted(reg))}, or " if reg else ""
             raise ConfigError(
-                f"unknown {kind} {spec!r}; choose one of: {', '.join(sorted(reg))}, "
-                f"or name your own class as 'path/to/file.py:ClassName' or 'package.module:ClassName'"
+                f"unknown {kind} {spec!r}; {names}name your own class as 'path/to/file.py:ClassName' "
+                "or 'package.module:ClassName'"
             )
         return reg[spec]
     where, _, attr = spec.rpartition(":")
@@ -436,7 +447,7 @@ def _check_class(cls: Any, base: type, kind: str, spec: str) -> None:
         raise ConfigError(f"{kind} {spec} is {cls!r}, not a subclass of raycompo's {base.__name__}")
     if inspect.isabstract(cls) or cls is base:
         raise ConfigError(f"{kind} {spec} is the base class {base.__name__} itself; give a subclass")
-    if not hasattr(cls, "Settings"):
+    if kind not in SETTINGLESS and not hasattr(cls, "Settings"):
         raise ConfigError(f"{kind} {spec} has no Settings dataclass")
 
 

@@ -5,7 +5,8 @@ steps, in this order:
 1. `send`: the payload through the downlink transforms (`--compress-down`; the driver's
    `engine/transforms.Transforms.payload`), and the encoded size of each compressed key;
 2. `compute`: the pool runs the client phase; the hosts apply the uplink transforms to what
-   each member returns (clip, compress: `compression/uplink.Uplink`) and count its costs;
+   each member returns (`compression/uplink.Uplink.steps`, in order: compress, clip, the
+   user's `--uplink` steps) and count its costs;
 3. `release`: the DP noise on what the server releases and the accountant told;
 4. `record`: the ledger (metrics.csv's cost columns, costs.csv per key) and the listeners
    (the simulated clock, a user's `Federation.exchange_listeners`).

@@ -2,15 +2,16 @@
 them, in one place.
 
 * Up, on the hosts (`make_uplink`, applied by `Host.map` and `engine/batched.py` to what
-  each member returns): compression per key with error feedback, DP clipping.
+  each member returns): the ordered steps of `compression/uplink.Uplink`: compression per
+  key with error feedback, DP clipping, then the user's `--uplink` steps.
 * On the driver (`Transforms`, called by the one exchange, engine/exchange.py, for every
   exchange of a server step, synchronous or asynchronous): the payload compressed down (`--compress-down`, error feedback kept by the
   server), the DP noise added to the sums (or to each member's contribution for
   `map_each`: the same Gaussian mechanism, one client's value per release), the
   accountant told; the encoded sizes go to the ledger's record (engine/ledger.exchange_cost).
 
-Without `--compress`, `--compress-down` and `--dp-clip` none of this exists (None): the
-exchanges are what they were, bit for bit.
+Without `--compress`, `--compress-down`, `--dp-clip` and `--uplink` none of this exists
+(None): the exchanges are what they were, bit for bit.
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ def dp_of(r: Resolved) -> DpSettings | None:
 
 
 def make_uplink(r: Resolved, algorithm: Any) -> Uplink | None:
-    """The hosts' transform of what members send up, or None (no --compress, no DP)."""
+    """The hosts' steps of what members send up (`Uplink.steps`: compress, clip, the user's
+    `--uplink` steps, one of each class made here), or None (no --compress, no DP, none)."""
     methods = methods_of(r.config.compress)
     dp = dp_of(r)
-    if not methods and dp is None:
+    extra = [cls() for cls in r.uplink_steps]
+    if not methods and dp is None and not extra:
         return None
-    return Uplink(methods, None if dp is None else dp.clip, getattr(algorithm, "contributions", {}) or {}, r.config.seed)
+    return Uplink(methods, None if dp is None else dp.clip, getattr(algorithm, "contributions", {}) or {},
+                  r.config.seed, extra)
 
 
 class Transforms:

@@ -301,6 +301,11 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
 
             if canonical("task" if key == "task" else "algorithm", value) != getattr(cfg, key):
                 differ.append(f"--{key} {value} (the run's is {getattr(cfg, key)})")
+        elif key == "uplink":  # the steps' specs as recorded (a file by its absolute path)
+            from raycompo.configuration.plugins import canonical
+
+            if [canonical("uplink", v) for v in value] != cfg.uplink:
+                differ.append(f"--uplink {value} (the run's is {cfg.uplink})")
         elif key == "system":
             from raycompo.system import canonical_system
 
@@ -343,7 +348,8 @@ def budget_reached(stored: dict[str, Any], budget: dict[str, float] | None = Non
 
 
 DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "threads", "aggregation",
-            "concurrency", "buffer", "compress", "compress_down", "dp_clip", "dp_noise", "dp_delta", "log_events")
+            "concurrency", "buffer", "compress", "compress_down", "dp_clip", "dp_noise", "dp_delta", "log_events",
+            "uplink")
 """RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them
 (`threads`: float sums are split over threads, rows differ past 1e-7 with another number;
 `log_events`: events.csv holds every step's rows or none)."""
