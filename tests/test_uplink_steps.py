@@ -26,6 +26,7 @@ AGGREGATIONS = {
     "sync": {},
     "deadline": {"system": "mobile"},
     "buffered": {"system": "uniform", "aggregation": "buffered", "concurrency": 4, "buffer": 2},
+    "async": {"system": "uniform", "aggregation": "async", "concurrency": 4},  # FedAsync: z + alpha s(tau) (y - z)
 }
 PER_MEMBER = 611
 """Values one FedAvg member sends up on `synthetic`: nw, (60 + 1) x 10 entries, and n."""
@@ -119,7 +120,7 @@ def test_a_users_step_sees_every_upload(aggregation):
         fed.close()
     uploads = rows[-1]["values_up"] / PER_MEMBER  # the uploads the server received
     assert len(counts) >= 3 and all(n >= 1 for n in counts.values())
-    if aggregation == "buffered":  # and the C = 4 in flight, computed when dispatched
+    if aggregation in ("buffered", "async"):  # and the C = 4 in flight, computed when dispatched
         assert uploads <= sum(counts.values()) <= uploads + 4
     else:
         assert sum(counts.values()) == uploads == 12
@@ -179,3 +180,24 @@ def test_a_resumed_run_keeps_its_steps(tmp_path, capsys):
     assert_rows_close(whole.metrics.to_dict("records"), resumed.metrics.to_dict("records"), tol=1e-6)
     assert main(["--resume", str(tmp_path / "run"), "--rounds", "4", "--uplink", HALF]) == 2
     assert "cannot change --uplink ['tests.test_uplink_steps:Half']" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_users_step_from_a_file_acts_on_ray_hosts_as_inline(tmp_path, ray_session):
+    """A step given by file is shipped to the Ray host actors (the plugin mechanism), and the
+    rows there equal the inline rows (1e-6), synchronous and buffered."""
+    step = tmp_path / "third.py"
+    step.write_text("from raycompo.compression.uplink import UplinkStep\n\n\n"
+                    "class Third(UplinkStep):\n"
+                    "    def apply(self, up):\n"
+                    "        return {key: rows / 3 for key, rows in up.moved.items()}\n")
+    from raycompo.engine import run
+
+    for aggregation in ("sync", "buffered"):
+        cfg = config(aggregation, uplink=[f"{step}:Third"])
+        inline = run(cfg)
+        remote = run(dataclasses.replace(cfg, backend="ray", clients_per_actor=4, cpus_per_actor=0.5))
+        assert_rows_close(remote.rows, inline.rows, tol=1e-6)
+    w0, plain = first_step(config("sync"))
+    _, third = first_step(config("sync", uplink=[f"{step}:Third"]))
+    assert torch.allclose(third - w0, (plain - w0) / 3, atol=1e-6)
