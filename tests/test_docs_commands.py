@@ -20,7 +20,8 @@ above 1; RAYCOMPO_DOCS_SCALE=1 runs every command in full:
   `--resume` get `--stop-after 2` and may end with its exit code, 130 (stopped, resumable);
 - `reproduce`: `--seeds 1` (a claim's table and verdict from one seed);
 - a benchmark: its size options capped by BENCH_CAPS (cohort sizes, clients, rounds,
-  repeats, ...), and its Ray columns left out where it has an option for it (BENCH_ONLY);
+  repeats, ...), and its Ray columns left out where it has an option for it, `ops` at its
+  two small cohorts (BENCH_ONLY);
 - Ray: a command that would start a private Ray joins the test session's instance
   (`--address`, loopback): starting Ray costs 30-60 s on 2 cores;
 - the benchmarks of HEAVY_BENCHES (they start Ray or fresh processes themselves) run only
@@ -97,10 +98,12 @@ HEAVY_BENCHES: dict[str, str] = {
 }
 RUN_ALL = os.environ.get("RAYCOMPO_DOCS_ALL", "") not in ("", "0")
 
-#: options added to a benchmark: its Ray columns left out where it has the option
+#: options added to a benchmark: its Ray columns left out where it has the option; `ops`
+#: counts at its two small cohorts (--quick: m = 4 and 8; m = 1,000 takes minutes per algorithm)
 BENCH_ONLY: dict[str, list[str]] = {
     "cohort": ["--no-ray"],
     "sweep": ["--modes", "inline", "--no-startup"],
+    "ops": ["--quick"],
 }
 
 SWEEP_FOLDER = re.compile(r"^sweep_results/([\w.-]+?)-(<[^>]*>|\d{8}-\d{6})$")
