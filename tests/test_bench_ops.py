@@ -35,10 +35,18 @@ def test_counts_repeat_and_grow_by_the_printed_slope(capsys):
     assert twelve["py calls"] == rows[8][1] + 4 * slopes["py calls"]
 
 
-def test_an_extra_client_adds_only_its_draws_and_its_gather():
+def test_an_extra_client_adds_only_its_draws():
     """Per extra client of vectorized FedAvg (tau 20 steps, batch 10), only its sampler's
-    `randperm` per step and one `index_select` of x and of y for all its steps: the first b of
-    the permutations are taken, and the slices concatenated, for the whole chunk at once."""
+    `randperm` per step: the first b of the permutations are taken, and the chunk's rows of
+    every step gathered from the host's data slab (one `index_select` of x and one of y),
+    for the whole chunk at once."""
     four, eight = ops.measure("fedavg", 4)["by_op"], ops.measure("fedavg", 8)["by_op"]
     grown = {op: (eight[op] - four.get(op, 0)) / 4 for op in eight if eight[op] != four.get(op, 0)}
-    assert grown == {"aten.randperm": 20.0, "aten.index_select": 2.0}
+    assert grown == {"aten.randperm": 20.0}
+
+
+def test_the_gather_does_not_grow_with_the_clients():
+    """The same number of `index_select` at m = 4 and m = 16, for an algorithm with two
+    gathered streams (Ditto: its global and personal steps)."""
+    four, sixteen = ops.measure("ditto", 4)["by_op"], ops.measure("ditto", 16)["by_op"]
+    assert four["aten.index_select"] == sixteen["aten.index_select"] > 0

@@ -16,7 +16,10 @@ phase of the same name computes:
   (seed, client, round, t, stream); the chunk's seeds folded at once, one generator reseeded
   per draw: the same indices), then gathered into one padded (k, B, ...) buffer with a 0/1
   mask for clients with fewer than b samples. `local_sgd` draws all its steps first and
-  gathers each client's rows of every step with one `index_select` (within `gather_bytes`);
+  gathers their rows at once (within `gather_bytes`). Where the chunk's clients' data are
+  rows of one stacked slab (`tasks/slab.py`, the host's data cache), the whole chunk's
+  rows of every step are one index (slab offset + local index; padding: the slab's zero
+  row) and one `index_select` of x and one of y, whatever k; otherwise one of each per client;
 * a local step updates the rows of w in place; where the direction is a loss gradient
   (`CohortBatch.loss_gradient`) and the model backpropagates by hand, the update is fused
   into the gradient's product (`baddbmm_` with alpha = -lr: no gradient tensor at all).
@@ -38,6 +41,7 @@ import torch
 from raycompo.algorithms.base import ClientContext, State
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.tasks.base import ClientData
+from raycompo.tasks.slab import PAD, DataSlab, common_slab
 
 
 @dataclass
@@ -124,6 +128,8 @@ class CohortBatch:
         self._gathered: dict[int, tuple[int | None, dict[int, Batch]]] = {}
         self._draws: dict[int, tuple[list[int], list[int | None]]] = {}
         self._counters: list[Callable[..., None] | None] | None = None
+        self._slab_of: tuple[tuple[DataSlab, np.ndarray] | None] | None = None
+        self._whole: dict[tuple[int, int | None], np.ndarray] = {}
 
     @property
     def _sources(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -131,6 +137,16 @@ class CohortBatch:
         if self._xy is None:
             self._xy = [(c.data.x, c.data.y) for c in self.clients]
         return self._xy
+
+    @property
+    def slab(self) -> tuple[DataSlab, np.ndarray] | None:
+        """The stacked slab that holds every client's training data, and each client's
+        offset in it (k,) (`tasks.slab.common_slab`); None where they are not all in one
+        (then each client's rows are gathered on their own). Looked up once."""
+        if self._slab_of is None:
+            found = common_slab(self.data)
+            self._slab_of = (None if found is None else (found[0], np.array(found[1], dtype=np.int64)),)
+        return self._slab_of[0]
 
     @property
     def data(self) -> list[ClientData]:
@@ -243,9 +259,21 @@ class CohortBatch:
             view = gathered[step]
             self._count(step, size, stream, view.rows or [])
             return view
-        picks = self.draw(step, size, stream)
         rows = self._real_rows(size)
         width = max(rows)
+        if self.slab is not None:
+            drawn: torch.Tensor | None = None
+            rows_of: list[int | None] = [None] * self.k
+            if size is not None:
+                drawn, rows_of = self.draw_steps(range(step, step + 1), size, stream)
+            buf = self._buffer(stream, width, 1)[0]
+            self._slab_gather(buf, drawn, rows_of, size, 1, width)
+            self._gathered.pop(stream, None)
+            buf.picks, buf.rows = StepPicks(drawn, rows_of, 0), rows
+            self._count(step, size, stream, rows)
+            self._mark(buf, (stream, width, 1), rows, padded=True)
+            return buf
+        picks = self.draw(step, size, stream)
         buf, xs, ys = self._buffer(stream, width, 1)
         on_device = picks_to(picks, self._sources[0][0].device)
         for (x, y), p, n, bx, by in zip(self._sources, on_device, rows, xs, ys):
@@ -279,10 +307,11 @@ class CohortBatch:
                 count_draw(int(seed), None if size is None or size >= total else size, n)
 
     def gather(self, steps: range, size: int | None, stream: int = 0) -> None:
-        """Draw the batches of `steps` ahead and gather each client's rows of all of them
-        with one `index_select` (x and y): `batch(t, size, stream)` for t in `steps` then
-        returns views of them, the same rows as drawing step by step. Each step's batch is a
-        (k, B, ...) slice of one (k, len(steps), B, ...) buffer."""
+        """Draw the batches of `steps` ahead and gather their rows at once: the whole
+        chunk's with one `index_select` of x and one of y from the clients' common slab
+        (`slab`), else each client's with one of each: `batch(t, size, stream)` for t in
+        `steps` then returns views of them, the same rows as drawing step by step. Each
+        step's batch is a (k, B, ...) slice of one (k, len(steps), B, ...) buffer."""
         steps = range(steps.start, steps.stop)
         rows = self._real_rows(size)
         width = max(rows)
@@ -291,6 +320,10 @@ class CohortBatch:
             return  # nothing drawn (the whole data) or nothing to gain: step by step
         drawn, rows_of = self.draw_steps(steps, size, stream)
         buf, xs, ys = self._buffer(stream, width, len(steps))
+        if self.slab is not None:
+            self._slab_gather(buf, drawn, rows_of, size, len(steps), width)
+            self._views(stream, steps, size, buf, drawn, rows_of, rows, padded=True)
+            return
         # Each drawing client's rows of every step, one after the other (a client smaller
         # than the batch reads all its rows, in order, at every step: no draw).
         index: tuple[torch.Tensor, ...] = ()
@@ -307,20 +340,58 @@ class CohortBatch:
             else:
                 torch.index_select(x, 0, index[r], out=bx)
                 torch.index_select(y, 0, index[r], out=by)
+        self._views(stream, steps, size, buf, drawn, rows_of, rows)
+
+    def _views(self, stream: int, steps: range, size: int | None, buf: Batch, drawn: torch.Tensor | None,
+               rows_of: list[int | None], rows: list[int], padded: bool = False) -> None:
+        """Each step's batch of a gathered group, as views of its (k, steps, B, ...) buffer."""
+        width = buf.mask.shape[1]
         views: dict[int, Batch] = {}
         for j, t in enumerate(steps):
             views[t] = Batch(buf.x[:, j], buf.y[:, j], buf.mask, buf.count, StepPicks(drawn, rows_of, j), rows)
-        self._mark(buf, (stream, width, len(steps)), rows)
+        self._mark(buf, (stream, width, len(steps)), rows, padded)
         self._gathered[stream] = (size, views)
 
-    def _mark(self, buf: Batch, key: tuple, rows: list[int]) -> None:
+    def _slab_gather(self, buf: Batch, drawn: torch.Tensor | None, rows_of: list[int | None], size: int | None,
+                     steps: int, width: int) -> None:
+        """Buffer `buf` (k, [steps,] width, ...) <- the chunk's rows of `steps` steps from the
+        clients' slab, with one index (built in numpy) and one `index_select` of x and of y:
+        a drawing client's row j of step t is its offset + drawn[its row, t, j]; any other
+        reads its n_i rows in order then the slab's zero row (padding, zeros and label 0)."""
+        slab, offsets = self.slab  # type: ignore[misc]
+        index: np.ndarray = np.empty((self.k, steps, width), dtype=np.int64)
+        index[:] = self._whole_rows(width, size)[:, None, :]
+        if drawn is not None:
+            drawing = self._drawing(size)[0]  # type: ignore[arg-type]
+            index[drawing] = drawn.numpy() + offsets[drawing][:, None, None]
+        flat = torch.from_numpy(index.reshape(-1))
+        if flat.device != slab.x.device:
+            flat = flat.to(slab.x.device)  # one copy for the chunk
+        torch.index_select(slab.x, 0, flat, out=buf.x.view(-1, *buf.x.shape[(3 if steps > 1 else 2):]))
+        torch.index_select(slab.y, 0, flat, out=buf.y.view(-1))
+
+    def _whole_rows(self, width: int, size: int | None) -> np.ndarray:
+        """(k, width): each client's slab rows when it reads its n_i rows in order, then the
+        zero row `PAD` up to `width` (a drawing client's row is overwritten by its draw)."""
+        key = (width, size)
+        found = self._whole.get(key)
+        if found is None:
+            offsets = self.slab[1]  # type: ignore[index]
+            col: np.ndarray = np.arange(width, dtype=np.int64)
+            n = np.array(self.sizes, dtype=np.int64)
+            found = self._whole[key] = np.where(col < n[:, None], offsets[:, None] + col, PAD)
+        return found
+
+    def _mark(self, buf: Batch, key: tuple, rows: list[int], padded: bool = False) -> None:
         """Each client's real rows in the mask and count of buffer `key` (rewritten when
-        they change)."""
+        they change); `padded`: the gather writes the padding rows' zeros itself."""
         width, steps = key[1], key[2]
         if self._rows.get(key) != rows:
             self._rows[key] = rows
             buf.count.copy_(torch.tensor(rows, dtype=buf.count.dtype))
             buf.mask.copy_(torch.arange(width, device=self.device).unsqueeze(0) < buf.count.unsqueeze(1))
+            if padded:
+                return
             x, y = self._buffers[key][0].x, self._buffers[key][0].y
             for i, n in enumerate(rows):  # padding: zero inputs, label 0 (finite losses, weighed 0)
                 if n < width:

@@ -3,6 +3,10 @@ it is needed, from the task's `clients(ids)` (which builds it from (seed, client
 and at most `max_clients` are kept, the least recently used dropped first. A dropped
 client is simply rebuilt when it is sampled again, so data must be a pure function of
 (settings, seed, client id), as `Task.clients` guarantees.
+
+The materialized clients' training samples are rows of one stacked slab
+(engine/data_slab.py): a client's x and y are views of it, and a batched chunk gathers all
+its clients' mini-batches at once (`CohortBatch`), with nothing copied per round.
 """
 
 from __future__ import annotations
@@ -12,19 +16,23 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from raycompo.engine.data_slab import SlabRows
 from raycompo.tasks.base import ClientData
 
 
 class ClientDataCache:
     """`load(ids)` returns the ClientData of `ids` (any order of client_id is accepted;
     each returned item is matched by its `client_id`). `max_clients`: how many stay
-    materialized (None: all that were ever loaded). `device`: where they are moved."""
+    materialized (None: all that were ever loaded). `device`: where they are moved.
+    `slab`: keep the clients' training samples in one stacked slab (`rows`; see the module
+    doc), or each client's in its own tensors (False)."""
 
     def __init__(
         self,
         load: Callable[[list[int]], list[ClientData]],
         max_clients: int | None = None,
         device: torch.device | str | None = None,
+        slab: bool = True,
     ):
         if max_clients is not None and max_clients < 1:
             raise ValueError(f"max_clients must be >= 1 or None, got {max_clients}")
@@ -32,6 +40,8 @@ class ClientDataCache:
         self.max_clients = max_clients
         self.device = torch.device(device) if device is not None else None
         self._cache: OrderedDict[int, ClientData] = OrderedDict()
+        self.rows: SlabRows | None = SlabRows() if slab else None
+        """The slab's bookkeeping (None: no slab)."""
         self.loads = 0
         """Calls made to `load` (for tests and statistics)."""
         self.loaded = 0
@@ -71,6 +81,8 @@ class ClientDataCache:
             c = by_id[i]
             if self.device is not None:
                 c = c.to(self.device)
+            if self.rows is not None:
+                c = self.rows.place(i, c)
             out[i] = c
             self._cache[i] = c
             self._cache.move_to_end(i)
@@ -81,7 +93,9 @@ class ClientDataCache:
     def _evict(self) -> None:
         if self.max_clients is not None:
             while len(self._cache) > self.max_clients:
-                self._cache.popitem(last=False)
+                cid, _ = self._cache.popitem(last=False)
+                if self.rows is not None:
+                    self.rows.release(cid)
 
     def __contains__(self, cid: object) -> bool:
         """Whether `cid` is materialized now."""
@@ -101,6 +115,10 @@ class ClientDataCache:
 
     def discard(self, cid: int) -> None:
         self._cache.pop(cid, None)
+        if self.rows is not None:
+            self.rows.release(cid)
 
     def clear(self) -> None:
         self._cache.clear()
+        if self.rows is not None:
+            self.rows.clear()

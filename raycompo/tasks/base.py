@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from raycompo.models import FlatModel
 from raycompo.problems.oracle import wrap_oracles
+from raycompo.tasks.slab import SlabPlace
 
 ORACLES = ("loss", "sample_losses", "batched_losses", "batched_sample_losses")
 """A task's per-sample functions: each call on n data points is n oracle calls, a backward
@@ -52,6 +53,10 @@ class ClientData:
     on, ComFedL's f_i(w_s) on the first local step's batch) is counted once."""
     _drawn: dict = field(default_factory=dict, init=False, compare=False, repr=False)
     """(seed, size, outer) of the last DRAWS_KEPT draws, oldest first."""
+    slab: SlabPlace | None = field(default=None, compare=False, repr=False)
+    """Where x and y are views of rows of a stacked `DataSlab` (set by the engine's data
+    cache; `CohortBatch` then gathers a chunk's batches from the slab at once); None for
+    data of their own."""
 
     @property
     def num_samples(self) -> int:
