@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
 from raycompo.algorithms.cohort import CohortBatch
@@ -38,12 +39,15 @@ def contexts(data: list[ClientData]) -> list[ClientCtx]:
     return [ClientCtx(c.client_id, c, round=2, seed=5) for c in data]
 
 
-def chunks(ids: list[int]) -> tuple[CohortBatch, CohortBatch]:
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def chunks(ids: list[int], device: str = "cpu") -> tuple[CohortBatch, CohortBatch]:
     """The same chunk twice: on the clients' own tensors, and on the data cache's slab."""
-    cache = ClientDataCache(load)
+    cache = ClientDataCache(load, device=device)
     cache.prefetch(range(40))  # others in the slab too: the chunk's offsets are not 1, 2, ...
-    own = CohortBatch(contexts(load(ids)), None, torch.device("cpu"))
-    slab = CohortBatch(contexts([cache.get(i) for i in ids]), None, torch.device("cpu"))
+    own = CohortBatch(contexts([c.to(device) for c in load(ids)]), None, torch.device(device))
+    slab = CohortBatch(contexts([cache.get(i) for i in ids]), None, torch.device(device))
     assert own.slab is None and slab.slab is not None
     return own, slab
 
@@ -65,10 +69,11 @@ def same(a, b) -> None:
         assert (p is None and q is None) or torch.equal(p, q)
 
 
-def test_slab_gather_equals_each_clients_gather():
+@pytest.mark.parametrize("device", DEVICES)
+def test_slab_gather_equals_each_clients_gather(device):
     ids = [5, 17, 2, 30, 9, 4, 12]
     for size in (10, None, 100):  # drawn batches; all rows; a batch larger than every client
-        own, slab = chunks(ids)
+        own, slab = chunks(ids, device)
         got = {}
         for batches in (own.batches(6, size, stream=1), slab.batches(6, size, stream=1)):
             for t, b in batches:

@@ -4,9 +4,11 @@ and at most `max_clients` are kept, the least recently used dropped first. A dro
 client is simply rebuilt when it is sampled again, so data must be a pure function of
 (settings, seed, client id), as `Task.clients` guarantees.
 
-The materialized clients' training samples are rows of one stacked slab
-(engine/data_slab.py): a client's x and y are views of it, and a batched chunk gathers all
-its clients' mini-batches at once (`CohortBatch`), with nothing copied per round.
+With `slab` (a host's choice where local steps run batched), the materialized clients'
+training samples are rows of one stacked slab (engine/data_slab.py): a client's x and y are
+views of it, and a batched chunk gathers all its clients' mini-batches at once
+(`CohortBatch`), with nothing copied per round. The slab is a copy: where the task keeps
+its whole partition in memory (`Task.clients`), the training samples are held twice.
 """
 
 from __future__ import annotations

@@ -137,11 +137,15 @@ class Host:
         # Client data is materialized when a client is first used, at most
         # DATA_CACHE_CLIENTS at a time (rebuilt identically from (seed, client id) later).
         # A reset host keeps its materialized data when the data are the same (`reset`).
+        # Batched local steps gather from one stacked slab of the clients' training samples
+        # (engine/data_slab.py; a copy of them): only where a phase other than the
+        # evaluation runs batched.
         key = data_key(r, self.device)
+        slab = bool(self.batched - {"evaluate"})
         kept_key, kept = getattr(self, "_kept_data", (None, None))
         self._kept_data: tuple[Any, Any] = (None, None)
-        if kept is None or kept_key != key:
-            kept = ClientDataCache(self.task.clients, max_clients=DATA_CACHE_CLIENTS, device=self.device)
+        if kept is None or kept_key != key or (kept.rows is not None) != slab:
+            kept = ClientDataCache(self.task.clients, max_clients=DATA_CACHE_CLIENTS, device=self.device, slab=slab)
         self.clients, self._data_key = kept, key
         # Idle clients' persistent state: compact, spilled to disk past the budget.
         self.states = StateStore(state_budget_bytes, os.environ.get("RAYCOMPO_SPILL_DIR"), device=self.device)
