@@ -15,7 +15,7 @@ from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.data_slab import MIN_ROWS
 from raycompo.engine.host import ClientCtx
 from raycompo.tasks.base import ClientData
-from raycompo.tasks.slab import PAD
+from raycompo.tasks.slab import PAD, common_slab
 
 SIZES = [3, 40, 7, 25, 1, 60, 12, 33]
 """n_i of the clients: some below the batch size used (10), some above."""
@@ -144,3 +144,29 @@ def test_clients_that_do_not_fit_keep_their_own_tensors():
     replaced.x = replaced.x.clone()  # data replaced after placing: the slab no longer holds them
     assert CohortBatch(contexts([replaced]), None, torch.device("cpu")).slab is None
     assert ClientDataCache(load, slab=False).get(1).slab is None
+
+
+def test_a_host_keeps_a_slab_only_where_local_steps_run_batched():
+    """Vectorized FedAvg: the host's clients are in one slab and its chunks gather from it;
+    client by client: each client keeps its own tensors (no copy). The same model."""
+    from raycompo.configuration.config import RunConfig
+    from raycompo.engine.federation import Federation
+
+    models = {}
+    for vectorize in ("on", "off"):
+        fed = Federation(RunConfig(task="synthetic", algo="fedavg", rounds=2, backend="inline", eval_every=10**6,
+                                   vectorize=vectorize, settings={"n_clients": 12, "clients_per_round": 6, "tau": 3}))
+        try:
+            fed.run_round()
+            fed.run_round()
+            cache = fed.pool.host.clients
+            held = [cache.get(i) for i in cache.ids()]
+            assert len(held) >= 6
+            if vectorize == "on":
+                assert cache.rows is not None and common_slab(held) is not None
+            else:
+                assert cache.rows is None and all(c.slab is None for c in held)
+            models[vectorize] = fed.w.clone()
+        finally:
+            fed.close()
+    torch.testing.assert_close(models["on"], models["off"], rtol=1e-5, atol=1e-5)
