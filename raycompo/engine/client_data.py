@@ -3,13 +3,17 @@ it is needed, from the task's `clients(ids)` (which builds it from (seed, client
 and at most `max_clients` are kept, the least recently used dropped first. A dropped
 client is simply rebuilt when it is sampled again, so data must be a pure function of
 (settings, seed, client id), as `Task.clients` guarantees.
+
+Recency is a use tick per client (a dict), so that a batched chunk marks all its clients
+used with one `dict.update` (`get_many`), not one call per client; the least recently
+used are found (numpy) only when more than `max_clients` are held.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import torch
 
 from raycompo.tasks.base import ClientData
@@ -31,7 +35,11 @@ class ClientDataCache:
         self._load = load
         self.max_clients = max_clients
         self.device = torch.device(device) if device is not None else None
-        self._cache: OrderedDict[int, ClientData] = OrderedDict()
+        self._cache: dict[int, ClientData] = {}
+        self._used: dict[int, int] = {}  # client -> tick of its last use
+        self._clock = 0
+        self.sizes: dict[int, int | None] = {}
+        """n_i (`num_samples`; None: it has none) of each materialized client, read once when it is built."""
         self.loads = 0
         """Calls made to `load` (for tests and statistics)."""
         self.loaded = 0
@@ -42,8 +50,24 @@ class ClientDataCache:
         c = self._cache.get(cid)
         if c is None:
             return self._fetch([cid])[cid]
-        self._cache.move_to_end(cid)
+        self._clock += 1
+        self._used[cid] = self._clock
         return c
+
+    def get_many(self, ids: list[int]) -> list[ClientData]:
+        """`get(cid)` for each of `ids` (distinct), in order: the missing ones built in one
+        `load` call, all of them marked used (in that order) at once. With more ids than
+        `max_clients`, the last `max_clients` of them stay."""
+        cache = self._cache
+        missing = [i for i in ids if i not in cache]
+        if missing:
+            got = self._fetch(missing, evict=False)
+            out = [cache[i] if i in cache else got[i] for i in ids]
+        else:
+            out = [cache[i] for i in ids]
+        self._mark(ids)
+        self._evict()
+        return out
 
     __getitem__ = get
 
@@ -54,12 +78,17 @@ class ClientDataCache:
         ids = list(dict.fromkeys(int(i) for i in ids))
         missing = [i for i in ids if i not in self._cache]
         if missing:
-            self._fetch(missing)
-        for i in ids:
-            if i in self._cache:
-                self._cache.move_to_end(i)
+            self._fetch(missing, evict=False)
+        self._mark(ids)
+        self._evict()
 
-    def _fetch(self, ids: list[int]) -> dict[int, ClientData]:
+    def _mark(self, ids: list[int]) -> None:
+        """Mark `ids` used now, in order (the last the most recent)."""
+        start = self._clock + 1
+        self._clock += len(ids)
+        self._used.update(zip(ids, range(start, self._clock + 1)))
+
+    def _fetch(self, ids: list[int], evict: bool = True) -> dict[int, ClientData]:
         got = self._load(list(ids))
         self.loads += 1
         by_id = {int(c.client_id): c for c in got}
@@ -73,15 +102,22 @@ class ClientDataCache:
                 c = c.to(self.device)
             out[i] = c
             self._cache[i] = c
-            self._cache.move_to_end(i)
+            self.sizes[i] = getattr(c, "num_samples", None)
             self.loaded += 1
-        self._evict()
+        self._mark(ids)
+        if evict:
+            self._evict()
         return out
 
     def _evict(self) -> None:
-        if self.max_clients is not None:
-            while len(self._cache) > self.max_clients:
-                self._cache.popitem(last=False)
+        """Drop the least recently used clients beyond `max_clients`."""
+        if self.max_clients is None or len(self._cache) <= self.max_clients:
+            return
+        keys = np.fromiter(self._cache, dtype=np.int64, count=len(self._cache))
+        ticks = np.fromiter(map(self._used.__getitem__, self._cache), dtype=np.int64, count=len(self._cache))
+        excess = len(keys) - self.max_clients
+        for cid in keys[np.argpartition(ticks, excess - 1)[:excess]].tolist():
+            self.discard(cid)
 
     def __contains__(self, cid: object) -> bool:
         """Whether `cid` is materialized now."""
@@ -97,10 +133,16 @@ class ClientDataCache:
 
     def ids(self) -> list[int]:
         """Materialized clients, least recently used first."""
-        return list(self._cache)
+        return sorted(self._cache, key=self._used.__getitem__)
 
     def discard(self, cid: int) -> None:
+        """Drop client `cid`'s data (rebuilt if used again)."""
         self._cache.pop(cid, None)
+        self._used.pop(cid, None)
+        self.sizes.pop(cid, None)
 
     def clear(self) -> None:
+        """Drop every client's data."""
         self._cache.clear()
+        self._used.clear()
+        self.sizes.clear()
