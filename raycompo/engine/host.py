@@ -17,7 +17,7 @@ from collections import deque
 from functools import partial
 from itertools import pairwise, repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -224,9 +224,8 @@ class Host:
         if round_ != self.scratch_round:  # scratch lives for one round
             self.scratch, self.scratch_round = {}, round_
         datas = self.clients.get_many(ids)
-        sizes: list[int] | None = [self.clients.sizes[cid] for cid in ids]
-        if None in sizes:  # type: ignore[operator]
-            sizes = None
+        known = [self.clients.sizes[cid] for cid in ids]
+        sizes = None if None in known else cast("list[int]", known)
         slots = ids if dispatch == 0 else [(cid, dispatch) for cid in ids]
         scratch = self.scratch
         fresh = [i for i, slot in enumerate(slots) if slot not in scratch]

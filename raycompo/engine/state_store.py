@@ -23,6 +23,13 @@ How it is kept, so that a host can own 10^5 - 10^6 states:
   Spilled records have the fixed size of their spec's row, so freed slots are reused by
   later spills of the same layout: the file never exceeds the high-water mark of spilled
   states. `get` brings a spilled state back (it becomes the most recently used).
+- **Stacked reads and writes.** `get_many(ids)` / `put_many(ids, tensors)` read and write a
+  batched chunk's states as one (k, ...) tensor per key: a layout's rows are numpy arrays,
+  so a fancy index of the chunk's rows (one per arena chunk they lie in) and one copy per
+  key, with no Python work per client (issue 41). Only where every state is in memory and
+  of one layout of top-level tensors; otherwise (spilled, mixed layouts, nested or scalar
+  entries) the caller reads client by client. Both leave recency and the budget as `get` /
+  `put` of each client in order would (the budget enforced once, after the chunk).
 - **Ownership.** `put` copies the values in (detached; tensors may live on any device);
   `get` returns a fresh dict of fresh tensors (contiguous, requires_grad False, on the
   store's `device`, CPU by default) that the caller owns: mutating it never changes the
