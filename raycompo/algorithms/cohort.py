@@ -5,7 +5,9 @@ of a host at once: `(cb, states, payload) -> (contributions, new_states)`, where
 a `CohortBatch`, `states` the k clients' persistent states (a list, in `cb.ids` order),
 every contribution value a tensor whose first dimension is the client (k, ...) or a list
 of k Python numbers (where the per-client phase returns a number), and `new_states` a
-list of k states. It must compute, client by client, what the per-client
+list of k states. `states` may be a `ChunkState` (algorithms/chunk_state.py: one (k, ...)
+tensor per key, as the host's store reads them) and `new_states` one too: a phase reads a
+key with `stack_state` and returns `new_states(states, {key: rows})`. It must compute, client by client, what the per-client
 phase of the same name computes:
 
 * models are stacked rows, W (k, dim); the task's `batched_losses(W, batch)` gives the
@@ -39,6 +41,7 @@ import numpy as np
 import torch
 
 from raycompo.algorithms.base import ClientContext, State
+from raycompo.algorithms.chunk_state import ChunkState
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.tasks.base import ClientData
 from raycompo.tasks.slab import PAD, DataSlab, common_slab
@@ -111,14 +114,15 @@ class CohortBatch:
     bytes of several local steps' batches are gathered at once (`local_sgd`; default
     GATHER_BYTES)."""
 
-    def __init__(self, clients: list[ClientContext], task: Any, device: torch.device, gather_bytes: int | None = None):
+    def __init__(self, clients: list[ClientContext], task: Any, device: torch.device, gather_bytes: int | None = None,
+                 sizes: list[int] | None = None):
         self.clients = clients
         self.task = task
         self.device = device
         self.ids = [c.client_id for c in clients]
         self.k = len(clients)
-        self.sizes = [c.data.num_samples for c in clients]
-        """n_i of each client, as Python ints (read once)."""
+        self.sizes = [c.data.num_samples for c in clients] if sizes is None else sizes
+        """n_i of each client, as Python ints (read once; `sizes` where the caller knows them)."""
         self.gather_bytes = GATHER_BYTES if gather_bytes is None else gather_bytes
         self._xy: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._gen = torch.Generator()  # reseeded per draw: manual_seed resets its whole state
@@ -483,9 +487,33 @@ class CohortBatch:
         keep the whole chunk's storage alive)."""
         return [r.clone() for r in t]
 
-    def stack_state(self, states: list[State], key: str, default: torch.Tensor) -> torch.Tensor:
-        """(k, ...): each client's `state[key]`, or `default` where it has none yet."""
+    def stack_state(self, states: Sequence[State], key: Any, default: torch.Tensor | None = None) -> torch.Tensor:
+        """(k, ...): each client's `state[key]`, or `default` where it has none yet (None:
+        every client has it); a `ChunkState`'s rows as they are, without a copy per client."""
+        if isinstance(states, ChunkState):
+            return states.stacked(key, default)
+        if default is None:
+            return torch.stack([s[key] for s in states])
         return torch.stack([s.get(key, default) for s in states])
+
+    def state_rows(self, states: Sequence[State], key: Any, fallback: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """((k, ...) each client's `state[key]`, or its row of `fallback` (k, ...) where it
+        has none; (k,) bool on the CPU: which clients have it)."""
+        if isinstance(states, ChunkState):
+            return states.rows_or(key, fallback)
+        has = [key in s for s in states]
+        return torch.stack([s[key] if h else f for s, h, f in zip(states, has, fallback)]), torch.tensor(has, dtype=torch.bool)
+
+    def new_states(self, states: Sequence[State], values: dict[Any, torch.Tensor]) -> ChunkState | list[State]:
+        """The k clients' new states: each one's state with its row of `values[key]` under
+        each key (`{**state, key: row}`): a `ChunkState` for a `ChunkState` (the rows stay
+        stacked), a list of dicts of rows of their own (`rows`) for a list."""
+        if isinstance(states, ChunkState):
+            return states.replace(values)
+        if not any(states):  # all empty: {**{}, **values} is the rows themselves
+            return ChunkState(self.k, values)
+        rows = {key: self.rows(v) for key, v in values.items()}
+        return [{**st, **{key: r[i] for key, r in rows.items()}} for i, st in enumerate(states)]
 
 
 class LossGradient:

@@ -77,7 +77,7 @@ class Ditto(Algorithm):
         lr = s.lr if s.personal_lr is None else s.personal_lr
         for _, batch in cb.batches(s.tau if s.personal_steps is None else s.personal_steps, s.batch_size, stream=1):
             v = v - lr * (cb.loss_grad(v, batch)[0] + s.lam * (v - w_s))
-        return {"w": w, "count": [1.0] * cb.k}, [{**st, "v": vi} for st, vi in zip(states, cb.rows(v))]
+        return {"w": w, "count": [1.0] * cb.k}, cb.new_states(states, {"v": v})
 
     @client_phase("evaluate")
     def client_evaluate(self, c, state, payload):

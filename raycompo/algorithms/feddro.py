@@ -123,8 +123,8 @@ class FedDRO(GlobalCOAlgorithm):
     # c.scratch as the per-client path does, so a chunk's rows are stacked again per step.
     @batched_phase("start")
     def batched_start(self, cb, states, payload):
-        w = payload["w"]
-        return self._batched_estimate(cb, [{**s, "x": w} for s in states], cb.broadcast(w), 0)
+        x = cb.broadcast(payload["w"])
+        return self._batched_estimate(cb, cb.new_states(states, {"x": x}), x, 0)
 
     @batched_phase("step")
     def batched_step(self, cb, states, payload):
@@ -132,8 +132,8 @@ class FedDRO(GlobalCOAlgorithm):
         jac = torch.stack([c.scratch.pop("jac") for c in cb.clients])
         ghs = [c.scratch.pop("gh") for c in cb.clients]
         gh = None if ghs[0] is None else torch.stack(ghs)
-        x = torch.stack([s["x"] for s in states]) - payload["lr"] * global_batched.direction(self.problem, jac, ybar, gh)
-        states = [{**s, "ybar": ybar, "x": xi} for s, xi in zip(states, cb.rows(x))]
+        x = cb.stack_state(states, "x") - payload["lr"] * global_batched.direction(self.problem, jac, ybar, gh)
+        states = cb.new_states(states, {"ybar": cb.broadcast(ybar), "x": x})
         if payload["last"]:
             return {"x": x}, states
         return self._batched_estimate(cb, states, x, payload["j"])
@@ -144,10 +144,11 @@ class FedDRO(GlobalCOAlgorithm):
         y, jac, gh = global_batched.local_parts(cb.task, self.problem, x, b_g, b_h)
         for i, c in enumerate(cb.clients):
             c.scratch["jac"], c.scratch["gh"] = jac[i], None if gh is None else gh[i]
-        corrected = [("ybar" in s and self.s.beta < 1) for s in states]
-        if any(corrected):  # rows with a previous estimate: (1 - beta)(y-bar - g(x_k^{t-1})) + g(x_k^t)
-            x_y = torch.stack([s.get("x_y", s["x"]) for s in states])
-            ybar = torch.stack([s.get("ybar", y[0]) for s in states])
-            hybrid = (1 - self.s.beta) * (ybar - global_batched.g_values(cb.task, self.problem, x_y, b_g)) + y
-            y = torch.where(torch.tensor(corrected, device=y.device).unsqueeze(1), hybrid, y)
-        return {"y": y}, [{**s, "x_y": s["x"]} for s in states]
+        x_now = cb.stack_state(states, "x")
+        if self.s.beta < 1:
+            ybar, corrected = cb.state_rows(states, "ybar", y[0].unsqueeze(0).expand_as(y))
+            if corrected.any():  # rows with a previous estimate: (1 - beta)(y-bar - g(x_k^{t-1})) + g(x_k^t)
+                x_y = cb.state_rows(states, "x_y", x_now)[0]
+                hybrid = (1 - self.s.beta) * (ybar - global_batched.g_values(cb.task, self.problem, x_y, b_g)) + y
+                y = torch.where(corrected.to(y.device).unsqueeze(1), hybrid, y)
+        return {"y": y}, cb.new_states(states, {"x_y": x_now})

@@ -98,7 +98,8 @@ class timed_counting:
         from raycompo.engine import batched, exchange, host, ledger
 
         for owner, name in ((host, "count_by_key"), (host, "samples_read"), (batched, "member_sizes"),
-                            (batched, "samples_read"), (ledger.MemberCosts, "add"), (exchange, "exchange_cost"),
+                            (batched, "samples_read_many"), (ledger.MemberCosts, "add"),
+                            (ledger.MemberCosts, "add_many"), (exchange, "exchange_cost"),
                             (ledger.Ledger, "record"), (ledger.Ledger, "close_round")):
             self._wrap(owner, name)
         return self

@@ -17,7 +17,7 @@ import torch
 
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.compression.uplink import split_residuals, with_residuals
-from raycompo.engine.ledger import MemberCosts, count_values, samples_read
+from raycompo.engine.ledger import MemberCosts, count_values, samples_read_many
 from raycompo.problems.oracle import metering
 from raycompo.watch.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
@@ -151,18 +151,24 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     gathered = gather_bytes(host, phase, items)
     uplink = getattr(host, "uplink", None) if costs is not None else None  # a server round's exchanges only
     for chunk in chunks(host, phase, items):
-        ctxs = [host.context(cid, round_, dispatch) for cid, _ in chunk]
-        states = host.states_of(ctxs)
+        # The chunk's contexts, states and bookkeeping are built and written back with a
+        # constant number of Python calls, whatever its k (issue 41): no call per client.
+        ids = [cid for cid, _ in chunk]
+        mults = [m for _, m in chunk]
+        ctxs, sizes = host.contexts(ids, round_, dispatch)
+        states = host.chunk_states(ids, ctxs)
         residuals: list[dict[str, Any]] = []
         if uplink is not None:
             states, residuals = map(list, zip(*(split_residuals(st) for st in states)))  # type: ignore[assignment]
-        read = [samples_read(c.data) for c in ctxs] if costs is not None else []
+        datas = [c.data for c in ctxs]
+        read = samples_read_many(datas) if costs is not None else []
         calls = [0] * len(chunk)
+        cb = CohortBatch(ctxs, host.task, host.device, gathered, sizes=sizes)
         if costs is None:
-            out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gathered), states, payload)
+            out, new_states = fn(cb, states, payload)
         else:
             with metering(len(chunk)) as meter:
-                out, new_states = fn(CohortBatch(ctxs, host.task, host.device, gathered), states, payload)
+                out, new_states = fn(cb, states, payload)
             calls = list(meter.calls)
         if len(new_states) != len(chunk):
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
@@ -172,16 +178,13 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
             out, residuals, encoded = uplink.apply(phase, round_, members, out, payload, residuals, batched=True)
             new_states = [with_residuals(st, res) for st, res in zip(new_states, residuals)]
         if costs is not None:
-            for i, ((cid, mult), c, before, sizes) in enumerate(zip(chunk, ctxs, read, member_sizes(out, len(chunk)))):
-                mine = {key: size[i] for key, size in encoded.items()}
-                if mine:
-                    sizes = {**sizes, **{key: (sizes[key][0], size) for key, size in mine.items()}}
-                costs.add(cid, mult, (samples_read(c.data) - before) * mult, sizes, calls[i] * mult, mine)
-        for (cid, _), st in zip(chunk, new_states):
-            host.keep_state(cid, st)
+            after = samples_read_many(datas)
+            costs.add_many(ids, mults, [(a - b) * m for a, b, m in zip(after, read, mults)],
+                           member_sizes(out, len(chunk)), [n * m for n, m in zip(calls, mults)], encoded)
+        host.keep_states(ids, new_states)
         if reduce:
             for key, value in out.items():
-                result[key] = _weighted_sum(value, [m for _, m in chunk], result.get(key))
+                result[key] = _weighted_sum(value, mults, result.get(key))
         else:  # one copy off the device per stacked value, then each client's row of its own
             moved = {key: value.detach().cpu() if isinstance(value, torch.Tensor) else value
                      for key, value in out.items()}
@@ -192,20 +195,23 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     return result
 
 
-def member_sizes(out: dict[str, Any], k: int) -> list[dict[str, tuple[int, int]]]:
-    """Each of the k members' {key: (values, bytes)} in a batched phase's output: a (k, ...)
-    tensor's row (counted once for all: the rows share a shape), or the member's own item
-    of a list of k (a number, or a tensor of its own size). From shapes only."""
+def member_sizes(out: dict[str, Any], k: int) -> dict[str, tuple[int, int]] | list[dict[str, tuple[int, int]]]:
+    """The k members' {key: (values, bytes)} in a batched phase's output: one dict for all
+    where they share it (a (k, ...) tensor's row, a list of k Python numbers: from shapes
+    and types only, no call per member), else each member's (an item of a list of k of its
+    own size, e.g. tensors of different sizes)."""
     rows: dict[str, tuple[int, int]] = {}
     items: dict[str, list] = {}
     for key, value in out.items():
         if isinstance(value, torch.Tensor):
             n = value.numel() // max(k, 1)
             rows[str(key)] = (n, n * value.element_size())
+        elif set(map(type, value)) <= {int, float, bool}:  # numbers: one value each
+            rows[str(key)] = count_values(0.0)
         else:
             items[str(key)] = value
     if not items:
-        return [rows] * k
+        return rows
     return [{**rows, **{key: count_values(value[i]) for key, value in items.items()}} for i in range(k)]
 
 
@@ -227,7 +233,7 @@ def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any)
     k = v.shape[0]
     block = max(1, SUM_BLOCK_BYTES // (8 * max(1, v.numel() // k))) if k else 1
     w = None
-    if any(m != 1 for m in mults):
+    if mults.count(1) != len(mults):  # not a generator: no Python call per client
         w = torch.tensor([float(m) for m in mults], dtype=torch.float64, device=v.device).view(-1, *([1] * (v.dim() - 1)))
     total = None
     for i in range(0, k, block):  # one pass where the whole block is small

@@ -9,13 +9,17 @@ training samples are rows of one stacked slab (engine/data_slab.py): a client's 
 views of it, and a batched chunk gathers all its clients' mini-batches at once
 (`CohortBatch`), with nothing copied per round. The slab is a copy: where the task keeps
 its whole partition in memory (`Task.clients`), the training samples are held twice.
+
+Recency is a use tick per client (a dict), so that a batched chunk marks all its clients
+used with one `dict.update` (`get_many`), not one call per client; the least recently
+used are found (numpy) only when more than `max_clients` are held.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import torch
 
 from raycompo.engine.data_slab import SlabRows
@@ -41,7 +45,11 @@ class ClientDataCache:
         self._load = load
         self.max_clients = max_clients
         self.device = torch.device(device) if device is not None else None
-        self._cache: OrderedDict[int, ClientData] = OrderedDict()
+        self._cache: dict[int, ClientData] = {}
+        self._used: dict[int, int] = {}  # client -> tick of its last use
+        self._clock = 0
+        self.sizes: dict[int, int | None] = {}
+        """n_i (`num_samples`; None: it has none) of each materialized client, read once when it is built."""
         self.rows: SlabRows | None = SlabRows() if slab else None
         """The slab's bookkeeping (None: no slab)."""
         self.loads = 0
@@ -54,8 +62,24 @@ class ClientDataCache:
         c = self._cache.get(cid)
         if c is None:
             return self._fetch([cid])[cid]
-        self._cache.move_to_end(cid)
+        self._clock += 1
+        self._used[cid] = self._clock
         return c
+
+    def get_many(self, ids: list[int]) -> list[ClientData]:
+        """`get(cid)` for each of `ids` (distinct), in order: the missing ones built in one
+        `load` call, all of them marked used (in that order) at once. With more ids than
+        `max_clients`, the last `max_clients` of them stay."""
+        cache = self._cache
+        missing = [i for i in ids if i not in cache]
+        if missing:
+            got = self._fetch(missing, evict=False)
+            out = [cache[i] if i in cache else got[i] for i in ids]
+        else:
+            out = [cache[i] for i in ids]
+        self._mark(ids)
+        self._evict()
+        return out
 
     __getitem__ = get
 
@@ -66,12 +90,17 @@ class ClientDataCache:
         ids = list(dict.fromkeys(int(i) for i in ids))
         missing = [i for i in ids if i not in self._cache]
         if missing:
-            self._fetch(missing)
-        for i in ids:
-            if i in self._cache:
-                self._cache.move_to_end(i)
+            self._fetch(missing, evict=False)
+        self._mark(ids)
+        self._evict()
 
-    def _fetch(self, ids: list[int]) -> dict[int, ClientData]:
+    def _mark(self, ids: list[int]) -> None:
+        """Mark `ids` used now, in order (the last the most recent)."""
+        start = self._clock + 1
+        self._clock += len(ids)
+        self._used.update(zip(ids, range(start, self._clock + 1)))
+
+    def _fetch(self, ids: list[int], evict: bool = True) -> dict[int, ClientData]:
         got = self._load(list(ids))
         self.loads += 1
         by_id = {int(c.client_id): c for c in got}
@@ -87,17 +116,22 @@ class ClientDataCache:
                 c = self.rows.place(i, c)
             out[i] = c
             self._cache[i] = c
-            self._cache.move_to_end(i)
+            self.sizes[i] = getattr(c, "num_samples", None)
             self.loaded += 1
-        self._evict()
+        self._mark(ids)
+        if evict:
+            self._evict()
         return out
 
     def _evict(self) -> None:
-        if self.max_clients is not None:
-            while len(self._cache) > self.max_clients:
-                cid, _ = self._cache.popitem(last=False)
-                if self.rows is not None:
-                    self.rows.release(cid)
+        """Drop the least recently used clients beyond `max_clients`."""
+        if self.max_clients is None or len(self._cache) <= self.max_clients:
+            return
+        keys = np.fromiter(self._cache, dtype=np.int64, count=len(self._cache))
+        ticks = np.fromiter(map(self._used.__getitem__, self._cache), dtype=np.int64, count=len(self._cache))
+        excess = len(keys) - self.max_clients
+        for cid in keys[np.argpartition(ticks, excess - 1)[:excess]].tolist():
+            self.discard(cid)
 
     def __contains__(self, cid: object) -> bool:
         """Whether `cid` is materialized now."""
@@ -113,14 +147,20 @@ class ClientDataCache:
 
     def ids(self) -> list[int]:
         """Materialized clients, least recently used first."""
-        return list(self._cache)
+        return sorted(self._cache, key=self._used.__getitem__)
 
     def discard(self, cid: int) -> None:
+        """Drop client `cid`'s data (rebuilt if used again)."""
         self._cache.pop(cid, None)
         if self.rows is not None:
             self.rows.release(cid)
+        self._used.pop(cid, None)
+        self.sizes.pop(cid, None)
 
     def clear(self) -> None:
+        """Drop every client's data."""
         self._cache.clear()
         if self.rows is not None:
             self.rows.clear()
+        self._used.clear()
+        self.sizes.clear()

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from itertools import pairwise
-from typing import Any
+from collections import deque
+from functools import partial
+from itertools import pairwise, repeat
+from operator import itemgetter
+from typing import Any, cast
 
 import torch
 
 from raycompo.algorithms.base import Algorithm, State
+from raycompo.algorithms.chunk_state import ChunkState
 from raycompo.compression.uplink import Uplink, split_residuals, with_residuals
 from raycompo.configuration.config import Resolved
 from raycompo.configuration.vectorize import resolved_plan
@@ -39,19 +42,36 @@ DATA_CACHE_CLIENTS = 10_000
 """Clients whose data a host keeps materialized at once (least recently used dropped)."""
 
 
-@dataclass
-class ClientCtx:
-    """What a client phase sees besides its state (see algorithms.base.ClientContext)."""
+_CTX_FIELDS = ("client_id", "data", "scratch", "round", "seed", "device", "dispatch")
+
+
+class ClientCtx(tuple):
+    """What a client phase sees besides its state (see algorithms.base.ClientContext):
+    `ClientCtx(client_id, data, scratch=None, round=0, seed=0, device=cpu, dispatch=0)`.
+
+    A tuple of those fields, read by name: a host builds a chunk's contexts with one
+    `map` of `tuple.__new__` (`Host.contexts`), not one constructor call per client."""
 
     client_id: int
     data: ClientData
-    scratch: dict[str, Any] = field(default_factory=dict)
-    round: int = 0
-    seed: int = 0
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    dispatch: int = 0
+    scratch: dict[str, Any]
+    round: int
+    seed: int
+    device: torch.device
+    dispatch: int
     """The client's earlier dispatches at this round (model version) in an asynchronous run:
     0 for its first (and every synchronous round's); a repeat draws apart (`key_prefix`)."""
+
+    def __new__(cls, client_id: int, data: ClientData, scratch: dict[str, Any] | None = None, round: int = 0,
+                seed: int = 0, device: torch.device | None = None, dispatch: int = 0) -> ClientCtx:
+        return tuple.__new__(cls, (client_id, data, {} if scratch is None else scratch, round, seed,
+                                   torch.device("cpu") if device is None else device, dispatch))
+
+    def __getnewargs__(self) -> tuple:  # type: ignore[override]
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return f"ClientCtx(client_id={self.client_id}, round={self.round}, dispatch={self.dispatch})"
 
     @property
     def key_prefix(self) -> int:
@@ -61,13 +81,33 @@ class ClientCtx:
         a whole chunk's at once, algorithms/cohort.py)."""
         prefix = self.__dict__.get("_prefix")
         if prefix is None:
-            prefix = self._prefix = client_prefix(self.seed, self.client_id, self.round, self.dispatch)
+            prefix = self.__dict__["_prefix"] = client_prefix(self.seed, self.client_id, self.round, self.dispatch)
         return prefix
 
     def rng(self, step: int, stream: int = 0) -> torch.Generator:
         """The stream seeded by (seed, client, round, step, stream) (the same seed as
         `generator(...)` of all five)."""
         return generator_from(self.key_prefix, step, stream)
+
+
+for _i, _name in enumerate(_CTX_FIELDS):  # the fields, read by C (no Python call per read)
+    setattr(ClientCtx, _name, property(itemgetter(_i), doc=f"The context's `{_name}`."))
+del _i, _name
+
+_new_ctx = partial(tuple.__new__, ClientCtx)
+"""A context from a tuple of its fields (`Host.contexts`)."""
+
+
+def new_rounds(datas: list[Any]) -> None:
+    """`data.new_round()` of each (where it has one): for `ClientData` itself, its
+    remembered draws cleared by one `map` of `dict.clear` (no Python call per client)."""
+    if set(map(type, datas)) == {ClientData}:
+        deque(map(dict.clear, [d._drawn for d in datas]), maxlen=0)
+        return
+    for data in datas:
+        new_round = getattr(data, "new_round", None)
+        if new_round is not None:
+            new_round()
 
 
 def to_device(obj: Any, device: torch.device) -> Any:
@@ -180,6 +220,26 @@ class Host:
                 new_round()
         return ClientCtx(cid, data, scratch, round_, self.seed, self.device, dispatch)
 
+    def contexts(self, ids: list[int], round_: int, dispatch: int = 0) -> tuple[list[ClientCtx], list[int] | None]:
+        """`context(cid, round_, dispatch)` of each of `ids` (distinct), and their n_i (None
+        where a client's data has no `num_samples`), built for the whole chunk at once: the
+        data in one `ClientDataCache.get_many`, the contexts with one `map` (a batched
+        chunk's Python work does not grow with its clients)."""
+        if round_ != self.scratch_round:  # scratch lives for one round
+            self.scratch, self.scratch_round = {}, round_
+        datas = self.clients.get_many(ids)
+        known = [self.clients.sizes[cid] for cid in ids]
+        sizes = None if None in known else cast("list[int]", known)
+        slots = ids if dispatch == 0 else [(cid, dispatch) for cid in ids]
+        scratch = self.scratch
+        fresh = [i for i, slot in enumerate(slots) if slot not in scratch]
+        if fresh:  # the clients' first phase of the round (or of this dispatch)
+            scratch.update([(slots[i], {}) for i in fresh])
+            new_rounds([datas[i] for i in fresh])
+        ctxs = list(map(_new_ctx, zip(ids, datas, [scratch[slot] for slot in slots], repeat(round_),
+                                        repeat(self.seed), repeat(self.device), repeat(dispatch))))
+        return ctxs, sizes
+
     def state(self, c: ClientCtx) -> State:
         """Client c's persistent state, created by the algorithm on first use."""
         found = self.states.get(c.client_id)
@@ -191,6 +251,35 @@ class Host:
         if self._stateless and not len(self.states):
             return [{} for _ in ctxs]
         return [self.state(c) for c in ctxs]
+
+    def chunk_states(self, ids: list[int], ctxs: list[ClientCtx]) -> ChunkState | list[State]:
+        """The states of a batched chunk's clients (`ids`, their contexts `ctxs`): a
+        `ChunkState` of stacked rows read from the store at once (`StateStore.get_many`)
+        where their states are all in memory and of one layout of tensors (a client without
+        one has the empty initial state); else `states_of(ctxs)`, client by client."""
+        if self._stateless and not len(self.states):
+            return [{} for _ in ids]
+        got = self.states.get_many(ids)
+        if got is None:
+            return self.states_of(ctxs)
+        tensors, present = got
+        if not self._stateless and not present.all():  # new clients: the algorithm's initial state, one by one
+            return self.states_of(ctxs)
+        return ChunkState(len(ids), tensors, torch.from_numpy(present))
+
+    def keep_states(self, ids: list[int], states: ChunkState | list[State]) -> None:
+        """`keep_state(cid, state)` for a chunk: a `ChunkState` of stacked rows written at
+        once (`StateStore.put_many`); where nothing would be stored (an algorithm that keeps
+        no state), nothing is done."""
+        if isinstance(states, ChunkState):
+            if states.tensors and states.present is None:
+                self.states.put_many(ids, states.tensors)
+                return
+            states = list(states)
+        if self._stateless and not len(self.states) and not any(states):
+            return
+        for cid, st in zip(ids, states):
+            self.keep_state(cid, st)
 
     def keep_state(self, cid: int, state: State) -> None:
         """Store client cid's new state; an empty state where the algorithm's initial state

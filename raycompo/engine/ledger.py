@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from raycompo.costs.exchange import BREAKDOWN_COLUMNS, LEDGER_COLUMNS, ExchangeCost
@@ -74,6 +75,15 @@ def samples_read(data: Any) -> int:
     return int(getattr(data, "samples_read", 0))
 
 
+def samples_read_many(datas: list[Any]) -> list[int]:
+    """`samples_read` of each data object, read as plain attributes (no call per client)
+    where they all have the counter."""
+    try:
+        return [d.samples_read for d in datas]
+    except AttributeError:
+        return [samples_read(d) for d in datas]
+
+
 @dataclass
 class MemberCosts:
     """What a host returns besides its (pre-reduced) contributions: per member it ran,
@@ -113,6 +123,45 @@ class MemberCosts:
         self.oracle_calls.append(oracle_calls)
         self.values_up.append(values * mult)
         self.bytes_up.append(size * mult)
+
+    def add_many(self, cids: list[int], mults: list[int], samples: list[int],
+                 per_key: dict[str, tuple[int, int]] | list[dict[str, tuple[int, int]]], oracle_calls: list[int],
+                 encoded: dict[str, list[int]] | None = None) -> None:
+        """`add` for k members at once (a batched chunk): `samples` and `oracle_calls` per
+        member (multiplicity included), `per_key` one contribution's (values, bytes) per key,
+        shared by all (or each member's), `encoded` {key: each member's bytes of that key's
+        compressed message} (replacing the key's bytes). With a shared `per_key`, a constant
+        number of Python calls whatever k."""
+        encoded = encoded or {}
+        if isinstance(per_key, list):  # each member's own sizes: one by one
+            for i, cid in enumerate(cids):
+                mine = {key: sizes[i] for key, sizes in encoded.items()}
+                sizes = {**per_key[i], **{key: (per_key[i][key][0], b) for key, b in mine.items()}}
+                self.add(cid, mults[i], samples[i], sizes, oracle_calls[i], mine)
+            return
+        values = sum(v for v, _ in per_key.values())
+        plain = sum(b for key, (_, b) in per_key.items() if key not in encoded)
+        m = np.asarray(mults, dtype=np.int64)
+        size = np.full(len(cids), plain, dtype=np.int64)
+        total = int(m.sum())
+        for key, (v, b) in per_key.items():
+            if key in encoded:
+                e = np.asarray(encoded[key], dtype=np.int64)
+                size += e
+                b_sum = int((e * m).sum())
+            else:
+                b_sum = b * total
+            acc = self.by_key.setdefault(key, [0, 0])
+            acc[0] += v * total
+            acc[1] += b_sum
+        if encoded:  # each member's compressed keys (a dict each: with compression only)
+            keys = list(encoded)
+            self.encoded.update(zip(cids, [dict(zip(keys, row)) for row in zip(*encoded.values())]))
+        self.clients += cids
+        self.samples += samples
+        self.oracle_calls += oracle_calls
+        self.values_up += (m * values).tolist()
+        self.bytes_up += (m * size).tolist()
 
     def merge(self, other: MemberCosts) -> None:
         """Append another host's members (disjoint from these)."""

@@ -23,6 +23,13 @@ How it is kept, so that a host can own 10^5 - 10^6 states:
   Spilled records have the fixed size of their spec's row, so freed slots are reused by
   later spills of the same layout: the file never exceeds the high-water mark of spilled
   states. `get` brings a spilled state back (it becomes the most recently used).
+- **Stacked reads and writes.** `get_many(ids)` / `put_many(ids, tensors)` read and write a
+  batched chunk's states as one (k, ...) tensor per key: a layout's rows are numpy arrays,
+  so a fancy index of the chunk's rows (one per arena chunk they lie in) and one copy per
+  key, with no Python work per client (issue 41). Only where every state is in memory and
+  of one layout of top-level tensors; otherwise (spilled, mixed layouts, nested or scalar
+  entries) the caller reads client by client. Both leave recency and the budget as `get` /
+  `put` of each client in order would (the budget enforced once, after the chunk).
 - **Ownership.** `put` copies the values in (detached; tensors may live on any device);
   `get` returns a fresh dict of fresh tensors (contiguous, requires_grad False, on the
   store's `device`, CPU by default) that the caller owns: mutating it never changes the
@@ -95,7 +102,8 @@ def _layout(state: dict) -> tuple:
 class _Spec:
     """A compiled layout: byte offsets of every leaf in the row, and its decoder."""
 
-    __slots__ = ("id", "layout", "nbytes", "tree", "tensors", "scalars", "rows_per_chunk", "log_rows", "chunks", "free", "next_row", "disk_free")
+    __slots__ = ("id", "layout", "nbytes", "tree", "tensors", "scalars", "rows_per_chunk", "log_rows", "chunks", "free", "next_row", "disk_free",
+                 "flat")
 
     def __init__(self, sid: int, layout: tuple):
         self.id = sid
@@ -131,6 +139,8 @@ class _Spec:
 
         self.tree = compile_(layout)
         self.nbytes = off
+        self.flat = all(entry[1] == _TENSOR for entry in layout)
+        """Whether every entry is a tensor at the top level (what `StateStore.get_many` stacks)."""
         # Chunks grow 1, 2, 4, ... rows up to rows_per_chunk (a power of two, about
         # _CHUNK_BYTES), then stay that size: a rare layout costs a few rows, not MiBs.
         self.log_rows = max(0, (_CHUNK_BYTES // max(off, 1)).bit_length() - 1)
@@ -164,6 +174,51 @@ class _Spec:
     def row(self, r: int) -> np.ndarray:
         j, i = self._where(r)
         return self.chunks[j][i]
+
+    def alloc_many(self, k: int) -> np.ndarray:
+        """k arena rows at once (free ones first, in `alloc`'s order)."""
+        reused = min(k, len(self.free))
+        rows = np.empty(k, dtype=np.int64)
+        if reused:
+            rows[:reused] = np.frombuffer(self.free[len(self.free) - reused:], dtype=np.int64)[::-1]
+            del self.free[len(self.free) - reused:]
+        if reused < k:
+            start = self.next_row
+            self.next_row += k - reused
+            rows[reused:] = np.arange(start, self.next_row, dtype=np.int64)
+            while self._where(self.next_row - 1)[0] >= len(self.chunks):
+                j = len(self.chunks)
+                self.chunks.append(np.empty((1 << j if j < self.log_rows else self.rows_per_chunk, self.nbytes), dtype=np.uint8))
+        return rows
+
+    def _where_many(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`_where` of many rows: (chunk, row in it) of each."""
+        big = self.rows_per_chunk
+        small = rows < big - 1
+        j = np.floor(np.log2(rows + 1)).astype(np.int64)  # exact: powers of two are exact in float64
+        q = rows - (big - 1)
+        chunk = np.where(small, j, self.log_rows + q // big)
+        return chunk, np.where(small, rows + 1 - (np.int64(1) << j), q % big)
+
+    def read_rows(self, rows: np.ndarray) -> np.ndarray:
+        """The bytes of arena rows `rows`, (len(rows), nbytes) uint8: one fancy index per
+        arena chunk they lie in."""
+        out = np.empty((len(rows), self.nbytes), dtype=np.uint8)
+        if self.nbytes and len(rows):
+            chunk, at = self._where_many(rows)
+            for j in np.unique(chunk).tolist():
+                sel = chunk == j
+                out[sel] = self.chunks[j][at[sel]]
+        return out
+
+    def write_rows(self, rows: np.ndarray, data: np.ndarray) -> None:
+        """Write `data` (len(rows), nbytes) uint8 into arena rows `rows` (one fancy index
+        per arena chunk)."""
+        if self.nbytes and len(rows):
+            chunk, at = self._where_many(rows)
+            for j in np.unique(chunk).tolist():
+                sel = chunk == j
+                self.chunks[j][at[sel]] = data[sel]
 
     @property
     def allocated_bytes(self) -> int:
@@ -302,6 +357,104 @@ class StateStore:
         self._resident += 1
         self._memory_bytes += spec.nbytes
         self._enforce_budget()
+
+    def get_many(self, ids: list[int]) -> tuple[dict[Any, torch.Tensor], np.ndarray] | None:
+        """The states of `ids` (distinct) stacked: ({key: (k, ...) tensor on the store's
+        device}, present (k,) bool), a client without a state a row of zeros that `present`
+        marks False; read with one fancy index of the layout's rows (per arena chunk they lie
+        in) and one copy per key. Each present client becomes the most recently used, as
+        `get(cid)` for each of `ids` in order would make it. None (nothing read, recency
+        unchanged) where the states are not all in memory of one layout of top-level tensors
+        (spilled, mixed, nested or scalar entries): then read them client by client."""
+        idx = np.asarray(ids, dtype=np.int64).reshape(-1)
+        k = len(idx)
+        where = np.zeros(k, dtype=np.int8)
+        inside = (idx >= 0) & (idx < len(self._where))
+        where[inside] = self._where[idx[inside]]
+        if (where == _DISK).any():
+            return None
+        present = where == _MEMORY
+        mine = idx[present]
+        if not len(mine):
+            return {}, present
+        sids = self._spec[mine]
+        if (sids != sids[0]).any():
+            return None
+        spec = self._specs[int(sids[0])]
+        if not spec.flat:
+            return None
+        data = spec.read_rows(self._loc[mine])
+        self._tick[mine] = np.arange(self._clock + 1, self._clock + 1 + len(mine), dtype=np.int64)
+        self._clock += len(mine)
+        if len(mine) < k:
+            full = np.zeros((k, spec.nbytes), dtype=np.uint8)
+            full[present] = data
+            data = full
+        stacked = torch.from_numpy(data)
+        if self.device is not None and self.device.type != "cpu":
+            stacked = stacked.to(self.device)
+        out: dict[Any, torch.Tensor] = {}
+        for key, _, off, n, dtype, shape, numel in spec.tree:
+            t = stacked[:, off:off + n].contiguous().view(-1).view(dtype) if n else torch.empty(0, dtype=dtype)
+            out[key] = t.view(k, *(shape if shape is not None else (numel,)))
+        return out, present
+
+    def put_many(self, ids: list[int], tensors: dict[Any, torch.Tensor]) -> None:
+        """Store client ids[i]'s state as {key: tensors[key][i]} for every i (ids distinct;
+        tensors (k, ...), on any device): what `put(ids[i], ...)` for each i in order
+        stores, written with one copy per key and one fancy index of the layout's rows
+        (per arena chunk). The budget is enforced once, after all of them."""
+        idx = np.asarray(ids, dtype=np.int64).reshape(-1)
+        k = len(idx)
+        for key, t in tensors.items():
+            _check_key(key)
+            if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[0] != k:
+                raise ValueError(f"put_many: {key!r} must be a tensor of {k} rows, got "
+                                 f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if not k:
+            return
+        if (idx < 0).any():
+            raise ValueError(f"client ids are non-negative ints, got {int(idx[idx < 0][0])}")
+        if len(np.unique(idx)) != k:
+            raise ValueError("put_many: client ids must be distinct")
+        spec = self._intern(tuple((key, _TENSOR, t.dtype, tuple(t.shape[1:])) for key, t in tensors.items()))
+        self._grow(int(idx.max()))
+        self._drop_many(idx)
+        data = torch.zeros((k, spec.nbytes), dtype=torch.uint8)
+        for (off, n), t in zip(spec.tensors, tensors.values()):
+            if n:
+                t = t.detach()
+                if t.is_complex():
+                    t = t.resolve_conj()
+                data[:, off:off + n] = t.reshape(k, -1).contiguous().view(torch.uint8).cpu()
+        rows = spec.alloc_many(k)
+        spec.write_rows(rows, data.numpy())
+        self._where[idx], self._spec[idx], self._loc[idx] = _MEMORY, spec.id, rows
+        self._tick[idx] = np.arange(self._clock + 1, self._clock + 1 + k, dtype=np.int64)
+        self._clock += k
+        self._count += k
+        self._resident += k
+        self._memory_bytes += spec.nbytes * k
+        self._enforce_budget()
+
+    def _drop_many(self, idx: np.ndarray) -> None:
+        """`_drop` of each of idx (within the index): spilled ones one by one, those in
+        memory per layout."""
+        where = self._where[idx]
+        for cid in idx[where == _DISK].tolist():
+            self._drop(cid)
+        mem = idx[where == _MEMORY]
+        if not len(mem):
+            return
+        sids = self._spec[mem]
+        for sid in np.unique(sids).tolist():
+            spec = self._specs[sid]
+            rows = self._loc[mem[sids == sid]]
+            spec.free.extend(rows.tolist())
+            self._resident -= len(rows)
+            self._memory_bytes -= spec.nbytes * len(rows)
+        self._where[mem] = _ABSENT
+        self._count -= len(mem)
 
     def __contains__(self, cid: object) -> bool:
         if not isinstance(cid, (int, np.integer)) or isinstance(cid, bool):
