@@ -124,6 +124,7 @@ class Host:
             device = "cuda" if r.config.gpus_per_actor > 0 and torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.seed = r.config.seed
+        self.sampler = r.config.sampler  # how clients' mini-batches are drawn (ClientData.sampler)
         self.task = r.make_task().to(self.device)
         self.algorithm = r.algo_cls(r.algo_settings, self.task)
         self.uncounted = UncountedReads(self.algorithm)  # a plugin's reads the ledger cannot see
@@ -167,6 +168,8 @@ class Host:
         if round_ != self.scratch_round:  # scratch lives for one round
             self.scratch, self.scratch_round = {}, round_
         data = self.clients.get(cid)
+        if getattr(data, "sampler", self.sampler) != self.sampler:  # data cached per process: runs may differ
+            data.sampler = self.sampler
         slot = cid if dispatch == 0 else (cid, dispatch)
         scratch = self.scratch.get(slot)
         if scratch is None:  # the client's first phase of the round (or of this dispatch)
