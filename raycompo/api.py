@@ -47,7 +47,7 @@ def run_arguments() -> dict[str, Arg]:
     arguments they share."""
     from raycompo.configuration.backends import backend_names
     from raycompo.configuration.vectorize import MODES as VECTORIZE
-    from raycompo.sampler import SAMPLERS
+    from raycompo.tasks.sampler import SAMPLERS
     from raycompo.watch.progress import MODES
     from raycompo.watch.trackers import TRACKERS
 
@@ -144,7 +144,7 @@ def run(
         vectorize_memory (MB): what one batched chunk of clients may use.
     sampler: how clients' mini-batches are drawn (as --sampler): 'randperm' (default, the
         draws of every reproduction) or 'keyed' (counter-based keyed hashes,
-        raycompo/sampler.py: a batched chunk's draws in one call, the same on CPU and CUDA).
+        raycompo/tasks/sampler.py: a batched chunk's draws in one call, the same on CPU and CUDA).
     system: a simulated system (as --system): a built-in profile ('uniform', 'mobile',
         'mobile-sync', 'mobile-fastest') or a YAML file path; cohorts are drawn among online
         clients and the rows gain sim_time, dropped, wasted_s and the dropped_* costs

@@ -1,4 +1,4 @@
-"""The counter-based keyed mini-batch sampler (issue 41, raycompo/sampler.py; RunConfig.sampler
+"""The counter-based keyed mini-batch sampler (issue 41, raycompo/tasks/sampler.py; RunConfig.sampler
 'keyed'): its hash is the Python reference's bit for bit, its draws are uniform without
 replacement and in range, a client's indices do not depend on its chunk, and the per-client
 and batched paths agree with it as they do with randperm."""
@@ -20,7 +20,13 @@ from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.host import ClientCtx
 from raycompo.errors import ConfigError
 from raycompo.run import main as run_main
-from raycompo.sampler import as_int64, keyed_draw, keyed_hash, keyed_hash_reference, keyed_indices
+from raycompo.tasks.sampler import (
+    as_int64,
+    keyed_draw,
+    keyed_hash,
+    keyed_hash_reference,
+    keyed_indices,
+)
 from tests.test_vectorize import DRO_SYN, TOL, federation, run_rounds
 
 M64 = (1 << 64) - 1
@@ -66,7 +72,7 @@ def test_draws_are_uniform_without_replacement():
 
 def test_never_out_of_range_and_whole_rows_in_order():
     rng = np.random.default_rng(2)
-    for trial in range(30):
+    for _ in range(30):
         r, b = int(rng.integers(1, 40)), int(rng.integers(1, 61))
         sizes = rng.integers(1, 51, r)
         seeds = torch.from_numpy(rng.integers(-2**63, 2**63 - 1, r, dtype=np.int64))

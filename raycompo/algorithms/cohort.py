@@ -16,7 +16,7 @@ phase of the same name computes:
   (seed, client, round, t, stream); the chunk's seeds folded at once, one generator reseeded
   per draw: the same indices), then gathered into one padded (k, B, ...) buffer with a 0/1
   mask for clients with fewer than b samples. With the keyed sampler (RunConfig.sampler
-  'keyed', raycompo/sampler.py) the indices are the keyed hashes' b smallest of those very
+  'keyed', raycompo/tasks/sampler.py) the indices are the keyed hashes' b smallest of those very
   seeds, drawn for all the chunk's clients and steps in one call (no per-client torch op).
   `local_sgd` draws all its steps first and
   gathers each client's rows of every step with one `index_select` (within `gather_bytes`);
@@ -39,9 +39,9 @@ import numpy as np
 import torch
 
 from raycompo.algorithms.base import ClientContext, State
-from raycompo.sampler import as_int64, keyed_indices
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.tasks.base import ClientData
+from raycompo.tasks.sampler import as_int64, keyed_indices
 
 
 @dataclass
@@ -202,7 +202,7 @@ class CohortBatch:
             return None, rows_of
         if self.sampler == "keyed":
             seeds = self._seed_rows(drawing, steps, stream)  # (drawing, steps)
-            n = np.repeat(np.array([self.sizes[i] for i in drawing], dtype=np.int64), len(steps))
+            n: np.ndarray = np.repeat(np.array([self.sizes[i] for i in drawing], dtype=np.int64), len(steps))
             drawn = keyed_indices(seeds.reshape(-1), torch.from_numpy(n), size)
             return drawn.view(len(drawing), len(steps), size), rows_of
         perms = self._permutations(drawing, steps, stream)

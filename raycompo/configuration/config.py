@@ -68,7 +68,7 @@ class RunConfig:
     """How clients' mini-batch indices are drawn (`ClientData` batches; meta-learning tasks
     draw their own): 'randperm' (`randperm(n_i)[:b]` from the generator of (seed, client,
     round, step, stream): the draws of every reproduction so far) or 'keyed' (the b smallest
-    keyed hashes of that generator's seed and i, raycompo/sampler.py: a chunk's clients and
+    keyed hashes of that generator's seed and i, raycompo/tasks/sampler.py: a chunk's clients and
     steps drawn in one call, the same indices on the CPU and on CUDA). A later release makes
     'keyed' the default."""
     system: str | None = None
@@ -317,7 +317,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
-    from raycompo.sampler import SAMPLERS
+    from raycompo.tasks.sampler import SAMPLERS
 
     require(cfg.sampler in SAMPLERS, f"unknown sampler {cfg.sampler!r}; choose one of: {', '.join(SAMPLERS)}")
     require(cfg.threads is None or cfg.threads >= 1, f"threads must be >= 1, got {cfg.threads}")

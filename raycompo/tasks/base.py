@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from raycompo.models import FlatModel
 from raycompo.problems.oracle import wrap_oracles
-from raycompo.sampler import keyed_draw
+from raycompo.tasks.sampler import keyed_draw
 
 ORACLES = ("loss", "sample_losses", "batched_losses", "batched_sample_losses")
 """A task's per-sample functions: each call on n data points is n oracle calls, a backward
@@ -54,8 +54,8 @@ class ClientData:
     _drawn: dict = field(default_factory=dict, init=False, compare=False, repr=False)
     """(seed, size, outer) of the last DRAWS_KEPT draws, oldest first."""
     sampler: str = field(default="randperm", compare=False, repr=False)
-    """How `batch`, `outer_batch` and `indices` draw (`raycompo.sampler.SAMPLERS`): set by the host that holds
-    the client, from the run's RunConfig.sampler."""
+    """How `batch`, `outer_batch` and `indices` draw (`raycompo.tasks.sampler.SAMPLERS`): set by the host
+    that holds the client, from the run's RunConfig.sampler."""
 
     @property
     def num_samples(self) -> int:
@@ -136,7 +136,7 @@ def _cached_partition(cls: type, settings_key: tuple, seed: int, data_dir: str |
 def draw_indices(n: int, size: int, gen: torch.Generator, sampler: str = "randperm") -> torch.Tensor:
     """`size` < n distinct indices of range(n) drawn with `gen` (a CPU int64 tensor):
     `randperm(n)[:size]`, or with sampler 'keyed' the b smallest keyed hashes of
-    (gen's seed, i) (raycompo/sampler.py), which `CohortBatch` draws for a chunk at once."""
+    (gen's seed, i) (raycompo/tasks/sampler.py), which `CohortBatch` draws for a chunk at once."""
     if sampler == "keyed":
         return keyed_draw(gen.initial_seed(), n, size)
     return torch.randperm(n, generator=gen)[:size]
