@@ -179,7 +179,8 @@ class CohortBatch:
 
     def draw(self, step: int, size: int | None, stream: int = 0) -> list[torch.Tensor | None]:
         """Each client's sample indices of step `step`: `randperm(n_i)[:size]` from its
-        generator of (step, stream), exactly as `ClientData.batch` draws them; None where
+        generator of (step, stream) (with the keyed sampler, the keyed hashes' `size`
+        smallest of that generator's seed), exactly as `ClientData.batch` draws them; None where
         size is None or >= n_i (all its samples, in order, no draw). The drawing clients'
         indices are rows of one tensor (`draw_steps`)."""
         if size is None:
