@@ -168,8 +168,11 @@ class Host:
         if round_ != self.scratch_round:  # scratch lives for one round
             self.scratch, self.scratch_round = {}, round_
         data = self.clients.get(cid)
-        if getattr(data, "sampler", self.sampler) != self.sampler:  # data cached per process: runs may differ
-            data.sampler = self.sampler
+        try:  # the run's sampler (host data may be kept from a run that drew with another)
+            if data.sampler != self.sampler:
+                data.sampler = self.sampler
+        except AttributeError:  # data of a kind of its own (meta-learning tasks'): it draws its own way
+            pass
         slot = cid if dispatch == 0 else (cid, dispatch)
         scratch = self.scratch.get(slot)
         if scratch is None:  # the client's first phase of the round (or of this dispatch)
