@@ -198,3 +198,16 @@ def test_sampler_setting_is_checked_recorded_and_given_on_the_command_line(tmp_p
     # a resumed run draws as it did: another sampler is refused (it defines the rows)
     assert run_main(["--resume", str(out), "--rounds", "2", "--quiet", "--sampler", "randperm"]) == 2
     assert run_main(["--resume", str(out), "--rounds", "2", "--quiet", "--sampler", "keyed"]) == 0
+
+
+def test_a_checkpoint_of_a_keyed_run_belongs_to_keyed_runs_only():
+    from raycompo.engine.checkpoint import check_belongs, fingerprint
+
+    cfg = RunConfig(task="synthetic", algo="fedavg", settings={"n_clients": 12}, backend="inline")
+    plain, keyed = fingerprint(resolve(cfg)), fingerprint(resolve(dataclasses.replace(cfg, sampler="keyed")))
+    assert "sampler" not in plain  # the default's fingerprint is as before (older checkpoints fit)
+    check_belongs({"fingerprint": json.dumps(keyed)}, keyed, "ckpt.pt")
+    with pytest.raises(ConfigError, match="sampler keyed there, randperm here"):
+        check_belongs({"fingerprint": json.dumps(keyed)}, plain, "ckpt.pt")
+    with pytest.raises(ConfigError, match="sampler randperm there, keyed here"):
+        check_belongs({"fingerprint": json.dumps(plain)}, keyed, "ckpt.pt")
