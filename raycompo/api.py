@@ -47,6 +47,7 @@ def run_arguments() -> dict[str, Arg]:
     arguments they share."""
     from raycompo.configuration.backends import backend_names
     from raycompo.configuration.vectorize import MODES as VECTORIZE
+    from raycompo.tasks.sampler import SAMPLERS
     from raycompo.watch.progress import MODES
     from raycompo.watch.trackers import TRACKERS
 
@@ -60,7 +61,8 @@ def run_arguments() -> dict[str, Arg]:
         "max_failures": Arg(("int",), at_least=0), "state_memory": Arg(("number",), above=0, none=True),
         "host_timeout": Arg(("number",), above=0), "data_dir": Arg(("path",), none=True),
         "threads": positive_int(none=True), "vectorize": Arg(("choice",), choices=tuple(VECTORIZE)),
-        "vectorize_memory": Arg(("number",), above=0), "system": Arg(("path",), none=True),
+        "vectorize_memory": Arg(("number",), above=0),
+        "sampler": Arg(("choice",), choices=SAMPLERS), "system": Arg(("path",), none=True),
         "aggregation": Arg(("choice",), choices=("sync", "buffered", "async")),
         "concurrency": positive_int(none=True), "buffer": positive_int(none=True),
         "compress": Arg(("mapping",), none=True), "compress_down": Arg(("mapping",), none=True),
@@ -101,6 +103,7 @@ def run(
     threads: int | None = None,
     vectorize: str = "auto",
     vectorize_memory: float = 512.0,
+    sampler: str = "randperm",
     system: str | Path | None = None,
     aggregation: str = "sync",
     concurrency: int | None = None,
@@ -139,6 +142,9 @@ def run(
     vectorize: 'auto' (default), 'on' or 'off': run each host's clients as one batched
         computation where the algorithm, task and model allow it (raycompo/configuration/vectorize.py);
         vectorize_memory (MB): what one batched chunk of clients may use.
+    sampler: how clients' mini-batches are drawn (as --sampler): 'randperm' (default, the
+        draws of every reproduction) or 'keyed' (counter-based keyed hashes,
+        raycompo/tasks/sampler.py: a batched chunk's draws in one call, the same on CPU and CUDA).
     system: a simulated system (as --system): a built-in profile ('uniform', 'mobile',
         'mobile-sync', 'mobile-fastest') or a YAML file path; cohorts are drawn among online
         clients and the rows gain sim_time, dropped, wasted_s and the dropped_* costs
@@ -210,7 +216,7 @@ def _run_config(a: dict[str, Any]) -> Any:
         gpus_per_actor=a["gpus_per_actor"], eval_every=a["eval_every"],
         data_dir=None if a["data_dir"] is None else str(a["data_dir"]), eval_clients=a["eval_clients"],
         state_memory_gb=a["state_memory"], host_timeout_s=a["host_timeout"], vectorize=a["vectorize"],
-        vectorize_memory_mb=a["vectorize_memory"],
+        vectorize_memory_mb=a["vectorize_memory"], sampler=a["sampler"],
         system=None if a["system"] is None else str(a["system"]), aggregation=a["aggregation"],
         concurrency=a["concurrency"], buffer=a["buffer"],
         budget=dict(a["budget"]) if isinstance(a["budget"], Mapping) else a["budget"],  # type: ignore[arg-type]  (checked by resolve)

@@ -56,6 +56,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="run each host's clients as one batched computation: auto (where supported), on, off (per client)")
     p.add_argument("--vectorize-memory", type=float, default=512.0, metavar="MB",
                    help="memory a host's batched chunk of clients may use (default 512)")
+    p.add_argument("--sampler", choices=("randperm", "keyed"), default="randperm",
+                   help="how clients' mini-batches are drawn: randperm (default, the reproductions' draws) or keyed "
+                        "(counter-based hashes: a chunk's clients drawn at once, the same on CPU and CUDA)")
     p.add_argument("--system", default=None, metavar="PROFILE",
                    help="simulate devices, availability and a clock: a built-in profile (uniform, mobile, mobile-sync, mobile-fastest) or a YAML "
                         "file; adds the columns sim_time, dropped, wasted_s, dropped_* (docs/system.md)")
@@ -104,7 +107,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         backend=args.backend, clients_per_actor=args.clients_per_actor, cpus_per_actor=args.cpus_per_actor,
         gpus_per_actor=args.gpus_per_actor, eval_every=args.eval_every, data_dir=args.data_dir,
         eval_clients=args.eval_clients, state_memory_gb=args.state_memory, host_timeout_s=args.host_timeout,
-        vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, budget=parse_budget(args.budget),
+        vectorize=args.vectorize, vectorize_memory_mb=args.vectorize_memory, sampler=args.sampler,
+        budget=parse_budget(args.budget),
         system=args.system, threads=args.threads, aggregation=args.aggregation, concurrency=args.concurrency,
         buffer=args.buffer, compress=parse_compress(args.compress, "--compress"),
         compress_down=parse_compress(args.compress_down, "--compress-down"), dp_clip=args.dp_clip,
@@ -360,7 +364,7 @@ RESUME_CHANGES = {
     "vectorize_memory": "vectorize_memory_mb", "budget": "budget", "system": "system", "threads": "threads",
     "aggregation": "aggregation", "concurrency": "concurrency", "buffer": "buffer",
     "compress": "compress", "compress_down": "compress_down", "dp_clip": "dp_clip", "dp_noise": "dp_noise",
-    "dp_delta": "dp_delta", "log_events": "log_events", "uplink": "uplink",
+    "dp_delta": "dp_delta", "log_events": "log_events", "uplink": "uplink", "sampler": "sampler",
 }
 """Options given with --resume -> RunConfig fields: those that define the run's results
 (results.DEFINING) must repeat the run's values; the others apply to the rest of the run."""

@@ -17,7 +17,10 @@ phase of the same name computes:
   (`ClientData.batch(c.rng(t, stream), b)`: `randperm(n_i)[:b]` from the generator seeded by
   (seed, client, round, t, stream); the chunk's seeds folded at once, one generator reseeded
   per draw: the same indices), then gathered into one padded (k, B, ...) buffer with a 0/1
-  mask for clients with fewer than b samples. `local_sgd` draws all its steps first and
+  mask for clients with fewer than b samples. With the keyed sampler (RunConfig.sampler
+  'keyed', raycompo/tasks/sampler.py) the indices are the keyed hashes' b smallest of those very
+  seeds, drawn for all the chunk's clients and steps in one call (no per-client torch op).
+  `local_sgd` draws all its steps first and
   gathers their rows at once (within `gather_bytes`). Where the chunk's clients' data are
   rows of one stacked slab (`tasks/slab.py`, the host's data cache), the whole chunk's
   rows of every step are one index (slab offset + local index; padding: the slab's zero
@@ -44,6 +47,7 @@ from raycompo.algorithms.base import ClientContext, State
 from raycompo.algorithms.chunk_state import ChunkState
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.tasks.base import ClientData
+from raycompo.tasks.sampler import as_int64, keyed_indices
 from raycompo.tasks.slab import PAD, DataSlab, common_slab
 
 
@@ -134,6 +138,8 @@ class CohortBatch:
         self._counters: list[Callable[..., None] | None] | None = None
         self._slab_of: tuple[tuple[DataSlab, np.ndarray] | None] | None = None
         self._whole: dict[tuple[int, int | None], np.ndarray] = {}
+        self.sampler: str = getattr(clients[0].data, "sampler", "randperm") if clients else "randperm"
+        """How the chunk's mini-batches are drawn (`ClientData.sampler`: one per host)."""
 
     @property
     def _sources(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -193,7 +199,8 @@ class CohortBatch:
 
     def draw(self, step: int, size: int | None, stream: int = 0) -> list[torch.Tensor | None]:
         """Each client's sample indices of step `step`: `randperm(n_i)[:size]` from its
-        generator of (step, stream), exactly as `ClientData.batch` draws them; None where
+        generator of (step, stream) (with the keyed sampler, the keyed hashes' `size`
+        smallest of that generator's seed), exactly as `ClientData.batch` draws them; None where
         size is None or >= n_i (all its samples, in order, no draw). The drawing clients'
         indices are rows of one tensor (`draw_steps`)."""
         if size is None:
@@ -208,10 +215,17 @@ class CohortBatch:
         reads all its samples). Each permutation is drawn client by client from its own
         generator of (step, stream), as `ClientData.batch` draws it (the sampler); their
         first `size` entries are taken for the whole chunk at once (one `cat`, one
-        `index_select`), not sliced and concatenated client by client."""
+        `index_select`), not sliced and concatenated client by client. With the keyed
+        sampler, every drawing client's every step in one `keyed_indices` call of the same
+        seeds (the same indices as `ClientData.batch`'s, whatever the chunk), on the CPU."""
         drawing, rows_of = self._drawing(size)
         if not drawing:
             return None, rows_of
+        if self.sampler == "keyed":
+            seeds = self._seed_rows(drawing, steps, stream)  # (drawing, steps)
+            n: np.ndarray = np.repeat(np.array([self.sizes[i] for i in drawing], dtype=np.int64), len(steps))
+            drawn = keyed_indices(seeds.reshape(-1), torch.from_numpy(n), size)
+            return drawn.view(len(drawing), len(steps), size), rows_of
         perms = self._permutations(drawing, steps, stream)
         lengths = np.repeat(np.array([self.sizes[i] for i in drawing], dtype=np.int64), len(steps))
         starts = np.cumsum(lengths) - lengths
@@ -247,6 +261,21 @@ class CohortBatch:
                 reseed(seeds[i])  # type: ignore[index]
                 append(randperm(n, generator=g))
         return perms
+
+    def _seed_rows(self, drawing: list[int], steps: range, stream: int) -> torch.Tensor:
+        """(len(drawing), len(steps)) int64: the seed of each drawing client's generator of
+        (step, stream), its 64 bits as an int64 (`seeds`, folded for the chunk at once)."""
+        if self._prefixes is None:
+            self._prefixes = self._key_prefixes()
+        at = np.array(drawing, dtype=np.int64)
+        if isinstance(self._prefixes, np.ndarray) and len(self._prefixes) == self.k:
+            prefixes = self._prefixes[at]
+            cols = [fold_many(prefixes, t, stream) >> np.uint64(1) for t in steps]  # one per step, not per client
+            return torch.from_numpy(np.stack(cols, 1).view(np.int64))
+        per_step = [self.seeds(t, stream) for t in steps]
+        rows = [[as_int64(s[i]) if s is not None else as_int64(self.clients[i].rng(t, stream).initial_seed())
+                 for t, s in zip(steps, per_step)] for i in drawing]  # a few clients, or contexts without a key
+        return torch.tensor(rows, dtype=torch.int64).view(len(drawing), len(steps))
 
     def _real_rows(self, size: int | None) -> list[int]:
         return list(self.sizes) if size is None else [min(size, n) for n in self.sizes]

@@ -88,7 +88,7 @@ class PDSGD(GlobalCOAlgorithm):
         a = self.log_weights(c, state)
         gen = c.rng(payload["j"], 0)  # FedDRO's b_g stream; the indices are needed for p_i
         size = n if s.batch_size is None or s.batch_size >= n else s.batch_size
-        idx = torch.arange(n) if size == n else torch.randperm(n, generator=gen)[:size]
+        idx = torch.arange(n) if size == n else c.data.indices(gen, size)
         batch = c.data.take(idx)  # read by index: p_i needs the indices
         dev = batch[0].device
         p = torch.exp(a[idx] - payload["log_z"])  # p_i of the sampled samples

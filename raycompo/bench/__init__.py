@@ -32,6 +32,8 @@
                vectorized on the CPU and on CUDA, and Ray hosts sharing one GPU (--gpus-per-actor 0.25)
   ops          aten operations and Python calls per round at m = 10, 100, 1000 clients (vectorized,
                inline, synthetic): how the round's work grows with m, counted, not timed
+  sampler      milliseconds to draw a cohort's mini-batches: a randperm per client and step vs the
+               keyed sampler's one call for the chunk (--sampler keyed), on the CPU (and CUDA)
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -58,6 +60,7 @@ BENCHMARKS: dict[str, str] = {
     "compress": "raycompo.bench.compress",
     "gpu": "raycompo.bench.gpu",
     "ops": "raycompo.bench.ops",
+    "sampler": "raycompo.bench.sampler",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

@@ -17,6 +17,10 @@ count to the smallest's beside the issue's targets (aten at most 1.2x, Python ca
 per extra client. `--top N` lists the N aten operations that grow most with m.
 
     python -m raycompo.bench ops [--m 10 100 1000] [--algos fedavg comfedl ditto] [--set KEY=VALUE ...] [--top 8]
+                                 [--sampler keyed]
+
+`--sampler keyed` counts the runs with the keyed mini-batch sampler (RunConfig.sampler,
+raycompo/tasks/sampler.py): a chunk's draws in one call instead of a `randperm` per client and step.
 
 Figures are printed, never asserted (tests/test_bench_ops.py checks the counts' properties).
 """
@@ -67,12 +71,13 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def config(algo: str, m: int, sets: dict[str, Any] | None = None) -> RunConfig:
-    """The run counted: `algo` on `synthetic`, inline, vectorize auto, m clients a round."""
+def config(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = "randperm") -> RunConfig:
+    """The run counted: `algo` on `synthetic`, inline, vectorize auto, m clients a round,
+    mini-batches drawn by `sampler`."""
     cohort = {"clients_per_round": m} if algo in ALGOS else {}
     settings = {**ALGOS.get(algo, FULL.get(algo, {})), "n_clients": m, **cohort, **(sets or {})}
     return RunConfig(task="synthetic", algo=algo, rounds=10**6, eval_every=10**6, settings=settings,
-                     backend="inline", vectorize="auto")
+                     backend="inline", vectorize="auto", sampler=sampler)
 
 
 def counted_round(cfg: RunConfig, count: Callable[[Callable[[], Any]], Any]) -> Any:
@@ -112,9 +117,9 @@ def python_calls(fn: Callable[[], Any]) -> int:
     return calls - 1  # the call of sys.setprofile that removes the hook
 
 
-def measure(algo: str, m: int, sets: dict[str, Any] | None = None) -> dict[str, Any]:
+def measure(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = "randperm") -> dict[str, Any]:
     """{'aten': total, 'by_op': Counter, 'py calls': total} of one counted round."""
-    cfg = config(algo, m, sets)
+    cfg = config(algo, m, sets, sampler)
     by_op = counted_round(cfg, aten_ops)
     return {"aten": sum(by_op.values()), "by_op": by_op, "py calls": counted_round(cfg, python_calls)}
 
@@ -158,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algos", nargs="+", choices=[*ALGOS, *FULL], default=list(DEFAULT_ALGOS))
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="more task/algorithm settings for every run")
+    p.add_argument("--sampler", choices=("randperm", "keyed"), default="randperm",
+                   help="how clients' mini-batches are drawn (as python -m raycompo.run --sampler)")
     p.add_argument("--top", type=int, default=0, help="list the N aten operations that grow most with m")
     return p
 
@@ -169,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     if len(ms) < 2:
         p.error("--m needs at least two values")
     sets = parse_sets(args.sets)
-    print("one round's counts (round 3 alone; inline, vectorize auto, task synthetic)")
+    print(f"one round's counts (round 3 alone; inline, vectorize auto, task synthetic, sampler {args.sampler})")
     print(f"{'algo':<9} {'m':>6} {'aten':>9} {'py calls':>9} {'aten/m':>8} {'calls/m':>8}")
     for algo in args.algos:
-        counts = {m: measure(algo, m, sets) for m in ms}
+        counts = {m: measure(algo, m, sets, args.sampler) for m in ms}
         for m in ms:
             c = counts[m]
             print(f"{algo:<9} {m:>6} {c['aten']:>9} {c['py calls']:>9} {c['aten'] / m:8.1f} {c['py calls'] / m:8.1f}",

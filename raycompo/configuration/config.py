@@ -64,6 +64,13 @@ class RunConfig:
     vectorize_memory_mb: float = 512.0
     """Memory one host's batched chunk of clients may use; a larger share of a cohort runs
     as several chunks."""
+    sampler: str = "randperm"
+    """How clients' mini-batch indices are drawn (`ClientData` batches; meta-learning tasks
+    draw their own): 'randperm' (`randperm(n_i)[:b]` from the generator of (seed, client,
+    round, step, stream): the draws of every reproduction so far) or 'keyed' (the b smallest
+    keyed hashes of that generator's seed and i, raycompo/tasks/sampler.py: a chunk's clients and
+    steps drawn in one call, the same indices on the CPU and on CUDA). A later release makes
+    'keyed' the default."""
     system: str | None = None
     """A simulated system (raycompo/system/, docs/system.md): a built-in profile name
     ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds
@@ -277,7 +284,7 @@ FIELD_TYPES = {
     "backend": Arg(("str",)), "clients_per_actor": Arg(("int",), none=True), "cpus_per_actor": _NUMBER,
     "gpus_per_actor": _NUMBER, "eval_every": _INT, "data_dir": Arg(("str",), none=True), "host_timeout_s": _NUMBER,
     "eval_clients": Arg(("int",), none=True), "state_memory_gb": Arg(("number",), none=True),
-    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER, "threads": Arg(("int",), none=True),
+    "vectorize": Arg(("str",)), "vectorize_memory_mb": _NUMBER, "sampler": Arg(("str",)), "threads": Arg(("int",), none=True),
     "aggregation": Arg(("str",)),
     "concurrency": Arg(("int",), none=True), "buffer": Arg(("int",), none=True),
     "compress": Arg(("mapping",)),
@@ -310,6 +317,9 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     require(cfg.eval_clients is None or cfg.eval_clients >= 1, f"eval_clients must be >= 1, got {cfg.eval_clients}")
     require(cfg.state_memory_gb is None or cfg.state_memory_gb > 0, f"state_memory_gb must be > 0, got {cfg.state_memory_gb}")
     require(cfg.vectorize_memory_mb > 0, f"vectorize_memory_mb must be > 0, got {cfg.vectorize_memory_mb}")
+    from raycompo.tasks.sampler import SAMPLERS
+
+    require(cfg.sampler in SAMPLERS, f"unknown sampler {cfg.sampler!r}; choose one of: {', '.join(SAMPLERS)}")
     require(cfg.threads is None or cfg.threads >= 1, f"threads must be >= 1, got {cfg.threads}")
     check_budget(cfg.budget, getattr(cfg, "system", None))
     from raycompo.configuration.plugins import load as load_plugin

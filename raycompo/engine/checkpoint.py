@@ -51,9 +51,9 @@ def load(path: str | Path) -> dict[str, Any]:
 
 def fingerprint(resolved: Any) -> dict[str, Any]:
     """What makes a checkpoint this run's: the task and algorithm (their specs), every
-    effective setting, the seed and the number of clients (the model's shape is added when
-    a checkpoint is taken). Plain JSON values, so that two fingerprints compare equal
-    exactly when they hold the same values."""
+    effective setting, the seed, the number of clients and a sampler other than the
+    default (the model's shape is added when a checkpoint is taken). Plain JSON values, so
+    that two fingerprints compare equal exactly when they hold the same values."""
     cfg = resolved.config
     fp = {"task": cfg.task, "algo": cfg.algo, "seed": cfg.seed, "settings": resolved.effective_settings(),
           "n_clients": resolved.n_clients}
@@ -61,6 +61,8 @@ def fingerprint(resolved: Any) -> dict[str, Any]:
         fp["system"] = resolved.system_profile.record()
     if getattr(resolved, "aggregation", None) is not None:  # (absent for 'sync': older checkpoints fit)
         fp["aggregation"] = resolved.aggregation.record()
+    if getattr(cfg, "sampler", "randperm") != "randperm":  # (absent for the default: older checkpoints fit)
+        fp["sampler"] = cfg.sampler
     return json.loads(json.dumps(fp, sort_keys=True, default=str))
 
 
@@ -79,6 +81,8 @@ def check_belongs(ckpt: dict[str, Any], fp: dict[str, Any], path: str | Path) ->
     differ = []
     system: list[str] = []
     for key in fp:
+        if key == "sampler":
+            continue  # below: absent means the default, on either side
         if key == "system" and isinstance(was.get(key), dict) and isinstance(fp[key], dict):
             from raycompo.system.profile import changes
 
@@ -89,6 +93,10 @@ def check_belongs(ckpt: dict[str, Any], fp: dict[str, Any], path: str | Path) ->
                        for k in sorted({*now, *before}) if now.get(k) != before.get(k)]
         elif was.get(key) != fp[key]:
             differ.append(f"{key} {str(was.get(key))[:60]} there, {str(fp[key])[:60]} here")
+    if "sampler" in fp or "sampler" in was:
+        was_s, now_s = was.get("sampler", "randperm"), fp.get("sampler", "randperm")
+        if was_s != now_s:
+            differ.append(f"sampler {was_s} there, {now_s} here")
     if system and not differ:
         shown = "; ".join(system[:4]) + (f"; and {len(system) - 4} more" if len(system) > 4 else "")
         raise ConfigError(f"cannot resume from checkpoint {path}: the run's system profile changed since it started "

@@ -164,6 +164,7 @@ class Host:
             device = "cuda" if r.config.gpus_per_actor > 0 and torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
         self.seed = r.config.seed
+        self.sampler = r.config.sampler  # how clients' mini-batches are drawn (ClientData.sampler)
         self.task = r.make_task().to(self.device)
         self.algorithm = r.algo_cls(r.algo_settings, self.task)
         self.uncounted = UncountedReads(self.algorithm)  # a plugin's reads the ledger cannot see
@@ -211,6 +212,11 @@ class Host:
         if round_ != self.scratch_round:  # scratch lives for one round
             self.scratch, self.scratch_round = {}, round_
         data = self.clients.get(cid)
+        try:  # the run's sampler (host data may be kept from a run that drew with another)
+            if data.sampler != self.sampler:
+                data.sampler = self.sampler
+        except AttributeError:  # data of a kind of its own (meta-learning tasks'): it draws its own way
+            pass
         slot = cid if dispatch == 0 else (cid, dispatch)
         scratch = self.scratch.get(slot)
         if scratch is None:  # the client's first phase of the round (or of this dispatch)
@@ -228,6 +234,13 @@ class Host:
         if round_ != self.scratch_round:  # scratch lives for one round
             self.scratch, self.scratch_round = {}, round_
         datas = self.clients.get_many(ids)
+        sampler = self.sampler
+        try:  # the run's sampler, as `context` sets it (attribute reads only: no call per client)
+            for data in datas:
+                if data.sampler != sampler:
+                    data.sampler = sampler
+        except AttributeError:  # data of a kind of its own (meta-learning tasks'): it draws its own way
+            pass
         known = [self.clients.sizes[cid] for cid in ids]
         sizes = None if None in known else cast("list[int]", known)
         slots = ids if dispatch == 0 else [(cid, dispatch) for cid in ids]

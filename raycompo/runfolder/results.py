@@ -349,7 +349,7 @@ def budget_reached(stored: dict[str, Any], budget: dict[str, float] | None = Non
 
 DEFINING = ("task", "algo", "seed", "settings", "eval_every", "eval_clients", "system", "threads", "aggregation",
             "concurrency", "buffer", "compress", "compress_down", "dp_clip", "dp_noise", "dp_delta", "log_events",
-            "uplink")
+            "uplink", "sampler")
 """RunConfig fields a resumed run cannot change: its checkpoint and rows were computed with them
 (`threads`: float sums are split over threads, rows differ past 1e-7 with another number;
 `log_events`: events.csv holds every step's rows or none)."""

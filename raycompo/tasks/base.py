@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from raycompo.models import FlatModel
 from raycompo.problems.oracle import wrap_oracles
 from raycompo.tasks.slab import SlabPlace
+from raycompo.tasks.sampler import keyed_draw
 
 ORACLES = ("loss", "sample_losses", "batched_losses", "batched_sample_losses")
 """A task's per-sample functions: each call on n data points is n oracle calls, a backward
@@ -57,6 +58,9 @@ class ClientData:
     """Where x and y are views of rows of a stacked `DataSlab` (set by the engine's data
     cache; `CohortBatch` then gathers a chunk's batches from the slab at once); None for
     data of their own."""
+    sampler: str = field(default="randperm", compare=False, repr=False)
+    """How `batch`, `outer_batch` and `indices` draw (`raycompo.tasks.sampler.SAMPLERS`): set by the host
+    that holds the client, from the run's RunConfig.sampler."""
 
     @property
     def num_samples(self) -> int:
@@ -80,7 +84,7 @@ class ClientData:
 
     def batch(self, gen: torch.Generator, size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
         """A mini-batch of min(size, n_i) distinct training samples; None = full batch."""
-        x, y = _sample(self.x, self.y, gen, size)
+        x, y = _sample(self.x, self.y, gen, size, self.sampler)
         self.count_draw(gen.initial_seed(), _drawn_size(size, len(self.y)), len(y))
         return x, y
 
@@ -88,9 +92,15 @@ class ClientData:
         """A mini-batch of D~_i (the outer function's data; D_i when it has none)."""
         x, y = self.outer if self.outer is not None else (self.x, self.y)
         n = len(y)
-        x, y = _sample(x, y, gen, size)
+        x, y = _sample(x, y, gen, size, self.sampler)
         self.count_draw(gen.initial_seed(), _drawn_size(size, n), len(y), outer=self.outer is not None)
         return x, y
+
+    def indices(self, gen: torch.Generator, size: int) -> torch.Tensor:
+        """The CPU indices of a mini-batch of size < n_i training samples drawn with `gen`, as
+        `batch` draws them (not counted: `take` reads and counts them), for an algorithm that
+        needs the indices (PDSGD's dual weights)."""
+        return draw_indices(len(self.y), size, gen, self.sampler)
 
     def take(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The training samples at indices `idx` (x, y): a read by index (e.g. PDSGD, whose
@@ -109,7 +119,8 @@ class ClientData:
             return t.to(device) if isinstance(t, torch.Tensor) else t
 
         outer = (mv(self.outer[0]), mv(self.outer[1])) if self.outer is not None else None
-        return ClientData(self.client_id, mv(self.x), mv(self.y), mv(self.x_val), mv(self.y_val), outer, self.extra)
+        return ClientData(self.client_id, mv(self.x), mv(self.y), mv(self.x_val), mv(self.y_val), outer, self.extra,
+                          sampler=self.sampler)
 
 
 def index_clients(x: torch.Tensor, y: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor,
@@ -127,11 +138,20 @@ def _cached_partition(cls: type, settings_key: tuple, seed: int, data_dir: str |
     return cls(cls.Settings(**dict(settings_key)), seed, data_dir).partition()
 
 
-def _sample(x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, size: int | None):
+def draw_indices(n: int, size: int, gen: torch.Generator, sampler: str = "randperm") -> torch.Tensor:
+    """`size` < n distinct indices of range(n) drawn with `gen` (a CPU int64 tensor):
+    `randperm(n)[:size]`, or with sampler 'keyed' the b smallest keyed hashes of
+    (gen's seed, i) (raycompo/tasks/sampler.py), which `CohortBatch` draws for a chunk at once."""
+    if sampler == "keyed":
+        return keyed_draw(gen.initial_seed(), n, size)
+    return torch.randperm(n, generator=gen)[:size]
+
+
+def _sample(x: torch.Tensor, y: torch.Tensor, gen: torch.Generator, size: int | None, sampler: str = "randperm"):
     n = len(y)
     if size is None or size >= n:
         return x, y
-    idx = torch.randperm(n, generator=gen)[:size].to(x.device)
+    idx = draw_indices(n, size, gen, sampler).to(x.device)
     return x[idx], y[idx]
 
 

@@ -1,0 +1,213 @@
+"""The counter-based keyed mini-batch sampler (issue 41, raycompo/tasks/sampler.py; RunConfig.sampler
+'keyed'): its hash is the Python reference's bit for bit, its draws are uniform without
+replacement and in range, a client's indices do not depend on its chunk, and the per-client
+and batched paths agree with it as they do with randperm."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import raycompo
+from raycompo.algorithms.cohort import CohortBatch
+from raycompo.configuration.config import RunConfig, resolve
+from raycompo.engine.host import ClientCtx
+from raycompo.errors import ConfigError
+from raycompo.run import main as run_main
+from raycompo.tasks.sampler import (
+    as_int64,
+    keyed_draw,
+    keyed_hash,
+    keyed_hash_reference,
+    keyed_indices,
+)
+from tests.test_vectorize import DRO_SYN, TOL, federation, run_rounds
+
+M64 = (1 << 64) - 1
+# 40 clients of 2..40 samples, 20 a round: a host's chunk of more than FOLD_MANY_PYTHON clients
+# (the chunk's seeds folded by numpy) with clients smaller than the batch of 10
+MANY = {"n_clients": 40, "min_samples": 2, "max_samples": 40, "clients_per_round": 20, "tau": 3}
+
+
+def test_torch_hash_is_the_python_reference_bit_for_bit():
+    rng = random.Random(0)
+    seeds = [0, 1, 2**63 - 1, 2**63, 2**64 - 1] + [rng.getrandbits(64) for _ in range(60)]
+    assert any(s >= 2**63 for s in seeds[5:])  # random seeds above int64's range too
+    h = keyed_hash(torch.tensor([as_int64(s) for s in seeds], dtype=torch.int64), 97)
+    for r, s in enumerate(seeds):
+        for i in range(97):
+            assert (int(h[r, i]) & M64) ^ (1 << 63) == keyed_hash_reference(s, i)  # top bit flipped back
+    # a bijection of i for a fixed seed: no ties
+    assert all(len(set(row.tolist())) == 97 for row in h)
+
+
+def test_draws_are_uniform_without_replacement():
+    """Over many seeds, each of n points is drawn with frequency b/n (within 5 binomial
+    standard deviations), each position of the batch (the first too) is uniform, and a
+    row's indices are distinct."""
+    n, b, draws = 12, 4, 30000
+    seeds = torch.from_numpy(np.random.default_rng(1).integers(-2**63, 2**63 - 1, draws, dtype=np.int64))
+    idx = keyed_indices(seeds, [n] * draws, b)
+    assert idx.shape == (draws, b)
+    assert all(len(set(row)) == b for row in idx.tolist())
+    counts = torch.bincount(idx.reshape(-1), minlength=n).double()
+    p = b / n
+    assert (counts - draws * p).abs().max() < 5 * math.sqrt(draws * p * (1 - p))
+    for pos in range(b):  # each position uniform over the n points
+        c = torch.bincount(idx[:, pos], minlength=n).double()
+        assert (c - draws / n).abs().max() < 5 * math.sqrt(draws / n * (1 - 1 / n))
+    # ordered pairs (first, second) uniform over the n (n - 1) distinct ones
+    pairs = torch.bincount(idx[:, 0] * n + idx[:, 1], minlength=n * n).double().view(n, n)
+    assert float(pairs.diagonal().sum()) == 0
+    q = 1 / (n * (n - 1))
+    off = pairs[~torch.eye(n, dtype=torch.bool)]
+    assert (off - draws * q).abs().max() < 5 * math.sqrt(draws * q * (1 - q))
+
+
+def test_never_out_of_range_and_whole_rows_in_order():
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        r, b = int(rng.integers(1, 40)), int(rng.integers(1, 61))
+        sizes = rng.integers(1, 51, r)
+        seeds = torch.from_numpy(rng.integers(-2**63, 2**63 - 1, r, dtype=np.int64))
+        block = int(rng.integers(1, 200))  # rows in blocks of a few hashes too
+        idx = keyed_indices(seeds, sizes, b, block_elements=block)
+        assert torch.equal(idx, keyed_indices(seeds, sizes, b))  # blocks change nothing
+        for row, n in zip(idx.tolist(), sizes.tolist()):
+            if b >= n:
+                assert row == list(range(n)) + [-1] * (b - n)
+            else:
+                assert len(set(row)) == b and all(0 <= i < n for i in row)
+    with pytest.raises(ValueError, match="b >= 1"):
+        keyed_indices(seeds, sizes, 0)
+
+
+def test_per_row_draw_is_the_rows_draw_whatever_the_other_rows():
+    """A row's indices depend on its seed and n only (not on the rows beside it, their
+    number, or the block it falls in)."""
+    rng = np.random.default_rng(3)
+    seeds = torch.from_numpy(rng.integers(-2**63, 2**63 - 1, 50, dtype=np.int64))
+    sizes = rng.integers(20, 60, 50)
+    whole = keyed_indices(seeds, sizes, 16)
+    for r in (0, 17, 49):
+        assert torch.equal(keyed_draw(int(seeds[r]) & M64, int(sizes[r]), 16), whole[r])
+        assert torch.equal(keyed_indices(seeds[r:], sizes[r:], 16, block_elements=100)[0], whole[r])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_draws_equal_cpu_draws():
+    rng = np.random.default_rng(4)
+    seeds = torch.from_numpy(rng.integers(-2**63, 2**63 - 1, 3000, dtype=np.int64))
+    sizes = torch.from_numpy(rng.integers(1, 200, 3000))
+    assert torch.equal(keyed_indices(seeds.cuda(), sizes.cuda(), 32).cpu(), keyed_indices(seeds, sizes, 32))
+
+
+def keyed_contexts(ids: list[int], round_: int = 3) -> list[ClientCtx]:
+    """Contexts of the synthetic task's clients `ids` on copies of their data drawing with the
+    keyed sampler (the partition is cached per process: its objects stay as they are)."""
+    task = resolve(RunConfig(task="synthetic", algo="fedavg", settings=MANY, backend="inline")).make_task()
+    return [ClientCtx(cid, dataclasses.replace(d, sampler="keyed"), round=round_, seed=0)
+            for cid, d in zip(ids, task.clients(ids))]
+
+
+def test_batched_draws_are_the_per_client_draws_whatever_the_chunk():
+    r = resolve(RunConfig(task="synthetic", algo="fedavg", settings=MANY, backend="inline"))
+    task = r.make_task()
+    chunks = [list(range(0, 40, 2)), list(range(0, 20)), [4, 6, 9]]  # numpy-folded chunks and a small one
+    got: dict[int, list[torch.Tensor | None]] = {}
+    for ids in chunks:
+        ctxs = keyed_contexts(ids)
+        cb = CohortBatch(ctxs, task, torch.device("cpu"))
+        assert cb.sampler == "keyed"
+        drawn, rows_of = cb.draw_steps(range(2, 5), 10, stream=1)
+        assert drawn is not None and drawn.dtype == torch.int64 and drawn.shape[1:] == (3, 10)
+        for i, c in enumerate(ctxs):
+            for j, t in enumerate(range(2, 5)):
+                gen = c.rng(t, 1)
+                if rows_of[i] is None:
+                    assert c.data.num_samples <= 10
+                    continue
+                per_client = c.data.indices(gen, 10)
+                assert torch.equal(drawn[rows_of[i], j], per_client)
+                x, y = c.data.batch(c.rng(t, 1), 10)  # the batch the per-client path reads
+                assert torch.equal(x, c.data.x[per_client]) and torch.equal(y, c.data.y[per_client])
+            row = None if rows_of[i] is None else drawn[rows_of[i]]
+            if c.client_id in got:  # in another chunk: the same indices
+                assert (row is None and got[c.client_id] is None) or torch.equal(row, got[c.client_id])
+            got[c.client_id] = row
+        # and the randperm sampler's draws are other ones
+        plain = CohortBatch([ClientCtx(c.client_id, dataclasses.replace(c.data, sampler="randperm"), round=3, seed=0)
+                             for c in ctxs], task, torch.device("cpu"))
+        other, _ = plain.draw_steps(range(2, 5), 10, stream=1)
+        assert not torch.equal(other, drawn)
+    assert sum(v is not None for v in got.values()) > 5
+
+
+@pytest.mark.parametrize("algo,settings", [
+    ("fedavg", MANY),
+    ("comfedl", {**MANY, "normalizer": "lse", "gamma": 0.5}),  # f_i(w_s) on the first step's batch
+    ("ditto", MANY),
+    ("pdsgd", {**DRO_SYN, "n_clients": 40, "lr": 0.05, "dual_lr": 0.05}),  # its own indices (ClientData.indices)
+])
+def test_keyed_per_client_equals_batched(algo, settings):
+    ref = run_rounds(federation("synthetic", algo, settings, "off", sampler="keyed"), 3)
+    vec = run_rounds(federation("synthetic", algo, settings, "on", sampler="keyed"), 3)
+    assert ref.pool.host.batched == set() and vec.pool.host.batched
+    torch.testing.assert_close(vec.w, ref.w, rtol=TOL, atol=TOL)
+    ref_states, vec_states = ref.pool.client_states(), vec.pool.client_states()
+    for cid, st in ref_states.items():
+        for key, value in st.items():
+            torch.testing.assert_close(vec_states[cid][key], value, rtol=TOL, atol=TOL)
+    randperm = run_rounds(federation("synthetic", algo, settings, "off"), 3)
+    assert (randperm.w - ref.w).abs().max() > 1e-4  # the option draws other batches
+
+
+def test_keyed_samples_read_equal_per_client_and_batched():
+    """The ledger (costs.csv's samples, the rows' samples column) counts the same points read
+    with either path; ComFedL reads its first step's batch twice (counted once)."""
+    kw = dict(rounds=2, settings={**MANY, "normalizer": "lse", "gamma": 0.5}, sampler="keyed", backend="inline")
+    off = raycompo.run("synthetic", "comfedl", vectorize="off", **kw)
+    on = raycompo.run("synthetic", "comfedl", vectorize="on", **kw)
+    assert on.config["vectorized"]["phases"]
+    assert list(off.metrics["samples"]) == list(on.metrics["samples"]) and off.metrics["samples"].iloc[-1] > 0
+    assert off.costs.equals(on.costs)
+
+
+def test_sampler_setting_is_checked_recorded_and_given_on_the_command_line(tmp_path):
+    with pytest.raises(ConfigError, match="unknown sampler 'hash'; choose one of: randperm, keyed"):
+        resolve(RunConfig(sampler="hash", backend="inline"))
+    with pytest.raises(ConfigError, match="sampler"):
+        raycompo.run("synthetic", "fedavg", rounds=1, sampler="hash")
+    out = tmp_path / "run"
+    args = ["--backend", "inline", "--task", "synthetic", "--algo", "fedavg", "--rounds", "1", "--quiet",
+            "--set", "n_clients=12", "clients_per_round=4", "--out"]
+    assert run_main([*args, str(out), "--sampler", "keyed"]) == 0
+    assert json.loads((out / "config.json").read_text())["sampler"] == "keyed"
+    assert run_main([*args, str(tmp_path / "plain")]) == 0
+    assert json.loads((tmp_path / "plain" / "config.json").read_text())["sampler"] == "randperm"  # the default
+    import pandas as pd
+
+    keyed, plain = pd.read_csv(out / "metrics.csv"), pd.read_csv(tmp_path / "plain" / "metrics.csv")
+    assert keyed["train_loss"].iloc[-1] != plain["train_loss"].iloc[-1]  # other batches
+    # a resumed run draws as it did: another sampler is refused (it defines the rows)
+    assert run_main(["--resume", str(out), "--rounds", "2", "--quiet", "--sampler", "randperm"]) == 2
+    assert run_main(["--resume", str(out), "--rounds", "2", "--quiet", "--sampler", "keyed"]) == 0
+
+
+def test_a_checkpoint_of_a_keyed_run_belongs_to_keyed_runs_only():
+    from raycompo.engine.checkpoint import check_belongs, fingerprint
+
+    cfg = RunConfig(task="synthetic", algo="fedavg", settings={"n_clients": 12}, backend="inline")
+    plain, keyed = fingerprint(resolve(cfg)), fingerprint(resolve(dataclasses.replace(cfg, sampler="keyed")))
+    assert "sampler" not in plain  # the default's fingerprint is as before (older checkpoints fit)
+    check_belongs({"fingerprint": json.dumps(keyed)}, keyed, "ckpt.pt")
+    with pytest.raises(ConfigError, match="sampler keyed there, randperm here"):
+        check_belongs({"fingerprint": json.dumps(keyed)}, plain, "ckpt.pt")
+    with pytest.raises(ConfigError, match="sampler randperm there, keyed here"):
+        check_belongs({"fingerprint": json.dumps(plain)}, keyed, "ckpt.pt")
