@@ -46,7 +46,7 @@ import torch
 from raycompo.algorithms.base import ClientContext, State
 from raycompo.algorithms.chunk_state import ChunkState
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
-from raycompo.tasks.base import ClientData
+from raycompo.tasks.base import ClientData, count_draws
 from raycompo.tasks.sampler import as_int64, keyed_indices
 from raycompo.tasks.slab import PAD, DataSlab, common_slab
 
@@ -135,7 +135,7 @@ class CohortBatch:
         self._rows: dict[tuple, list[int]] = {}
         self._gathered: dict[int, tuple[int | None, dict[int, Batch]]] = {}
         self._draws: dict[int, tuple[list[int], list[int | None]]] = {}
-        self._counters: list[Callable[..., None] | None] | None = None
+        self._datas: list[ClientData] | None = None
         self._slab_of: tuple[tuple[DataSlab, np.ndarray] | None] | None = None
         self._whole: dict[tuple[int, int | None], np.ndarray] = {}
         self.sampler: str = getattr(clients[0].data, "sampler", "randperm") if clients else "randperm"
@@ -186,8 +186,7 @@ class CohortBatch:
         c0 = self.clients[0]
         seed, round_, k = getattr(c0, "seed", None), getattr(c0, "round", None), getattr(c0, "dispatch", 0)
         if (self.k > FOLD_MANY_PYTHON and hasattr(c0, "key_prefix") and isinstance(seed, int) and isinstance(round_, int)
-                and all(getattr(c, "seed", None) == seed and c.round == round_ and getattr(c, "dispatch", 0) == k
-                        for c in self.clients)):
+                and self._shared_key() == {(seed, round_, k)}):
             base = np.full(self.k, fold(0, seed, CLIENT), dtype=np.uint64)
             folded = fold_many(base, np.array(self.ids, dtype=np.int64), round_)
             return folded if k == 0 else fold_many(folded, DISPATCH, k)
@@ -196,6 +195,14 @@ class CohortBatch:
         except AttributeError:
             return []
         return prefixes if self.k <= FOLD_MANY_PYTHON else np.array(prefixes, dtype=np.uint64)
+
+    def _shared_key(self) -> set[tuple[Any, Any, Any]] | None:
+        """The contexts' distinct (seed, round, dispatch), read in one comprehension (no call
+        per client); None where a context lacks one of them."""
+        try:
+            return {(c.seed, c.round, c.dispatch) for c in self.clients}  # type: ignore[attr-defined]
+        except AttributeError:
+            return None
 
     def draw(self, step: int, size: int | None, stream: int = 0) -> list[torch.Tensor | None]:
         """Each client's sample indices of step `step`: `randperm(n_i)[:size]` from its
@@ -278,7 +285,7 @@ class CohortBatch:
         return torch.tensor(rows, dtype=torch.int64).view(len(drawing), len(steps))
 
     def _real_rows(self, size: int | None) -> list[int]:
-        return list(self.sizes) if size is None else [min(size, n) for n in self.sizes]
+        return list(self.sizes) if size is None else [n if n < size else size for n in self.sizes]
 
     def batch(self, step: int, size: int | None, stream: int = 0) -> Batch:
         """Each client's mini-batch of local step `step`: the samples
@@ -331,11 +338,16 @@ class CohortBatch:
         seeds = self.seeds(step, stream)
         if seeds is None:
             seeds = [c.rng(step, stream).initial_seed() for c in self.clients]
-        if self._counters is None:  # each client's `count_draw`, looked up once for the chunk
-            self._counters = [getattr(c.data, "count_draw", None) for c in self.clients]
-        for c, count_draw, seed, n, total in zip(self.clients, self._counters, seeds, rows, self.sizes):
+        datas = self._datas
+        if datas is None:  # the chunk's data objects, read once (a comprehension: no call per client)
+            datas = self._datas = [c.data for c in self.clients]
+        if {type(d) for d in datas} == {ClientData}:  # each counted as `count_draw` does, without a call each
+            count_draws(datas, seeds, size, rows, self.sizes)
+            return
+        for d, seed, n, total in zip(datas, seeds, rows, self.sizes):
+            count_draw = getattr(d, "count_draw", None)
             if count_draw is None:
-                c.data.samples_read += n
+                d.samples_read += n
             else:
                 count_draw(int(seed), None if size is None or size >= total else size, n)
 

@@ -123,6 +123,25 @@ class ClientData:
                           sampler=self.sampler)
 
 
+def count_draws(datas: list[ClientData], seeds: list[int], size: int | None, rows: list[int],
+                totals: list[int]) -> None:
+    """`datas[i].count_draw(seeds[i], size_i, rows[i])` for a chunk of clients drawing one
+    step's batch (size_i: None where size is None or >= totals[i], their n_i), counted exactly
+    as `count_draw` counts, with no function call per client: a batched round's Python work
+    does not grow with its clients (issue 41). The few clients past DRAWS_KEPT remembered
+    draws forget their oldest afterwards, as `count_draw` does."""
+    for d, seed, n, total in zip(datas, seeds, rows, totals):
+        drawn = d._drawn
+        key = (seed, None if size is None or size >= total else size, False)
+        if key not in drawn:
+            drawn[key] = None
+            d.samples_read += n
+    if max(map(len, [d._drawn for d in datas]), default=0) > DRAWS_KEPT:  # rare: a long round
+        for d in datas:
+            while len(d._drawn) > DRAWS_KEPT:
+                del d._drawn[next(iter(d._drawn))]
+
+
 def index_clients(x: torch.Tensor, y: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor,
                   parts: list, val_parts: list) -> list[ClientData]:
     """Client k trains on x[parts[k]] and is validated on x_val[val_parts[k]]."""

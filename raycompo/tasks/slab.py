@@ -43,14 +43,17 @@ def common_slab(data: list) -> tuple[DataSlab, list[int]] | None:
     """The one slab that holds every client of `data` (ClientData) and each one's offset in
     it; None where a client is not in a slab, is in another one, or its x / y are no longer
     the slab's views (replaced since it was placed). No call per client: identities only."""
-    places = [getattr(c, "slab", None) for c in data] if data else [None]
+    if not data:
+        return None
+    try:
+        places = [c.slab for c in data]
+    except AttributeError:  # data of another kind (no slab field)
+        return None
     first = places[0]
     if first is None:
         return None
     slab = first.slab
-    offsets = []
-    for p, c in zip(places, data):
-        if p is None or p.slab is not slab or p.x is not c.x or p.y is not c.y:
-            return None
-        offsets.append(p.offset)
+    if any([p is None or p.slab is not slab or p.x is not c.x or p.y is not c.y for p, c in zip(places, data)]):
+        return None
+    offsets = [p.offset for p in places]
     return slab, offsets
