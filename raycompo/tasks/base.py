@@ -331,8 +331,9 @@ class ClassificationTask(Task):
         return F.cross_entropy(self.model(w, x), y)
 
     def batched_sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
-        """Each client's per-sample cross-entropy (k, B); padded rows are finite (0 inputs)."""
-        logits = self.model.batched(w, batch.x).transpose(1, 2)  # (k, C, B): contiguous for our models
+        """Each client's per-sample cross-entropy (k, B); padded rows are finite (0 inputs,
+        or 0 logits on the vmap path, which runs each client on its real rows only)."""
+        logits = self.model.batched(w, batch.x, batch.count).transpose(1, 2)  # (k, C, B): contiguous for our models
         return -torch.log_softmax(logits, 1).gather(1, batch.y.unsqueeze(1)).squeeze(1)
 
     def batched_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
