@@ -111,6 +111,8 @@ def test_cnn_runs_vectorized_equal_per_client(algo, settings):
     assert "evaluate" not in vec.config["vectorized"]["phases"]  # batch statistics: no evaluation over clients' data concatenated
     assert ref.config["vectorized"]["phases"] == []
     assert_rows_close(vec.rows, ref.rows, tol=TOL)
+    counted = [[{k: v for k, v in r.items() if isinstance(v, int)} for r in run.rows] for run in (vec, ref)]
+    assert counted[0] == counted[1] and counted[0][-1]["oracle_calls"] > 0  # samples, oracle calls, bytes: the same ledger
 
 
 def test_a_users_module_batches_through_vmap():

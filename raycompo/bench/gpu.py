@@ -15,8 +15,9 @@ per round client by client and vectorized on both, and Ray hosts sharing one GPU
 3. The Ray backend, `--hosts` hosts of 1 / hosts GPU each, vectorized, beside inline
    vectorized on CUDA, at each m of `--m` from 100.
 4. CNN4 (batch norm on batch statistics, batched through torch.func.vmap) on CIFAR-shaped
-   data (3 x 32 x 32, 10 classes, 64 images a client, batch 32, tau 2), FedAvg, seconds per
-   round at each m of `--m` (at most 100): client by client and vectorized (`--vectorize
+   data (3 x 32 x 32, 10 classes, 64 images a client, batch 32, tau 2), FedAvg, at each m of
+   `--m` (at most 100): one local step's gradients of the m clients (best of 3 interleaved
+   repeats), and seconds per round (inline), client by client and vectorized (`--vectorize
    on`), on the CPU and on CUDA, with the largest relative difference of the rows. `--cnn`
    runs this item alone; without a GPU it prints "no GPU here" and the CPU's figures (the
    figures behind `--vectorize auto`'s per-device rule for vmap models,
@@ -136,6 +137,43 @@ def cnn_config(m: int, vectorize: str, gpus: float, hidden: int, rounds: int = 1
                      vectorize=vectorize, gpus_per_actor=gpus)
 
 
+def cnn_step_ms(k: int, hidden: int, device: str, reps: int = 3) -> tuple[float, float]:
+    """Milliseconds of one local step's gradients of k CNN4 clients (batch 32, CIFAR-shaped):
+    (client by client, one vmap), the best of `reps` interleaved repeats after a warm-up."""
+    import torch.nn.functional as F
+
+    from raycompo.models.cnn4 import CNN4
+    from raycompo.models.flat import FlatModel
+
+    torch.manual_seed(0)
+    model = FlatModel(CNN4(3, 10, 32, hidden=hidden)).to(device)
+    w = model.flatten().to(device).repeat(k, 1)
+    x, y = torch.randn(k, 32, 3, 32, 32, device=device), torch.randint(0, 10, (k, 32), device=device)
+
+    def vmapped() -> None:
+        wr = w.clone().requires_grad_(True)
+        loss = F.cross_entropy(model.batched(wr, x).transpose(1, 2), y, reduction="none").mean(1).sum()
+        torch.autograd.grad(loss, wr)
+
+    def one_by_one() -> None:
+        for i in range(k):
+            wi = w[i].clone().requires_grad_(True)
+            torch.autograd.grad(F.cross_entropy(model(wi, x[i]), y[i]), wi)
+
+    best = {one_by_one: math.inf, vmapped: math.inf}
+    for rep in range(reps + 1):
+        for f in best:
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            f()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if rep:
+                best[f] = min(best[f], time.perf_counter() - t)
+    return best[one_by_one] * 1e3, best[vmapped] * 1e3
+
+
 def cnn_item(a: argparse.Namespace, gpu: float, cuda: bool, skipped: Any) -> None:
     """Item 4: CNN4 on CIFAR-shaped data, per client vs vmapped, on the CPU and on CUDA."""
     print(f"\n4. ms per round, CNN4 (hidden {a.cnn_hidden}) on CIFAR-shaped data, FedAvg (tau 2, batch 32), inline, "
@@ -145,6 +183,9 @@ def cnn_item(a: argparse.Namespace, gpu: float, cuda: bool, skipped: Any) -> Non
         for dev, g in devices:
             if skipped(f"cnn4 {dev} m={m}"):
                 continue
+            one, vm = cnn_step_ms(m, a.cnn_hidden, dev)
+            print(f"cnn4 {dev:4} m={m:4d}: one local step's gradients: client by client {one:9.1f}, vmap {vm:9.1f}, "
+                  f"one by one / vmap {one / vm:.2f}x", flush=True)
             rows = {v: run_rows(cnn_config(m, v, g, a.cnn_hidden, 2), cuda)[0] for v in ("off", "on")}
             d, at = max_relative(rows["on"], rows["off"])
             t = {v: seconds(cnn_config(m, v, g, a.cnn_hidden, a.rounds + 1), a.rounds)[0] for v in ("off", "on")}

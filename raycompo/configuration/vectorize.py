@@ -93,9 +93,11 @@ def evaluation_blocker(algo_cls: type, algo_settings: Any, task_cls: type, task:
     return why
 
 
-VMAP_CPU_FIGURES = "CNN4 on CIFAR-shaped data, FedAvg: 0.0x at m = 10, 0.0x at m = 100 (python -m raycompo.bench gpu --cnn)"
-"""What the per-client / vmapped round measured on this project's 2-core CPU (the ratio:
-below 1, the vmapped round is slower), quoted where `auto` keeps a vmap model per client."""
+VMAP_CPU_FIGURES = ("CNN4 on CIFAR-shaped data, one local step's gradients, client by client / vmap: "
+                    "0.71x at m = 10, 0.44x at m = 100; python -m raycompo.bench gpu --cnn")
+"""What the client-by-client / vmapped local step measured on this project's 2-core CPU
+(below 1: vmap is slower; docs/benchmarks.md, "CNN4 batched through vmap"), quoted where
+`auto` keeps a vmap model per client."""
 
 
 def run_device(gpus_per_actor: float) -> str:

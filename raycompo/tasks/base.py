@@ -251,7 +251,7 @@ class Task:
     @classmethod
     def cannot_batch(cls) -> str | None:
         """Why this task's losses cannot be computed for k clients at once (None: they can,
-        given a model with `batched_forward`). Checked by raycompo/configuration/vectorize.py."""
+        given a model that batches, `FlatModel.batchable`). Checked by raycompo/configuration/vectorize.py."""
         if cls.batched_losses is Task.batched_losses:
             return f"task {cls.name} defines no batched_losses"
         return None
