@@ -131,7 +131,7 @@ def cnn_config(m: int, vectorize: str, gpus: float, hidden: int, rounds: int = 1
     gen = torch.Generator().manual_seed(0)
     n = 80 * m
     x, y = torch.randn(n, 3, 32, 32, generator=gen), torch.randint(0, 10, (n,), generator=gen)
-    task = task_from_arrays(x, y, n_clients=m, model=lambda: CNN4(3, 10, 32, hidden=hidden), name="cnn4-cifar-shaped")
+    task: Any = task_from_arrays(x, y, n_clients=m, model=lambda: CNN4(3, 10, 32, hidden=hidden), name="cnn4-cifar-shaped")
     settings = {"clients_per_round": m, "tau": 2, "batch_size": 32, "lr": 0.05}
     return RunConfig(task=task, algo="fedavg", rounds=rounds, eval_every=10**6, settings=settings, backend="inline",
                      vectorize=vectorize, gpus_per_actor=gpus)
