@@ -12,7 +12,7 @@ from raycompo.bench import gpu
 
 def test_the_gpu_bench_runs_without_a_gpu_and_its_rows_agree(capsys, monkeypatch):
     monkeypatch.setattr(gpu.torch.cuda, "is_available", lambda: False)
-    assert gpu.main(["--m", "4", "--rounds", "1", "--no-ray"]) == 0
+    assert gpu.main(["--m", "4", "--rounds", "1", "--no-ray", "--cnn-hidden", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("no CUDA device: every 'cuda' run below runs on the CPU")
     diffs = {(algo, v): float(d) for algo, v, d in
@@ -23,6 +23,9 @@ def test_the_gpu_bench_runs_without_a_gpu_and_its_rows_agree(capsys, monkeypatch
     assert diffs["fedavg", "on"] < 1e-5 and diffs["comfedl", "on"] < 1e-5
     timed = re.findall(r"^(fedavg|comfedl)\s+4\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", out, re.M)
     assert [t[0] for t in timed] == ["fedavg", "comfedl"] and all(float(x) > 0 for t in timed for x in t[1:])
+    # item 4: CNN4 through vmap on the CPU only, its rows equal to the per-client ones
+    cnn = re.findall(r"^cnn4 (\w+)\s+m=\s*4: .* rows vmap vs per client (\S+)", out, re.M)
+    assert "no GPU here: CPU only" in out and [c[0] for c in cnn] == ["cpu"] and float(cnn[0][1]) < 1e-5
 
 
 def test_max_relative_finds_the_largest_difference_and_nan():

@@ -193,7 +193,6 @@ def test_plan_and_errors():
         ("dro-mnist5k", "gcivr", "algorithm gcivr has no batched training phases"),
         ("dro-mnist5k", "comfedl-maml", "algorithm comfedl-maml has no batched training phases"),
         (custom, "fedavg", "uses the loss function it was given"),
-        ("damaml-mnist5k", "fedavg", "(CNN4) has no batched_forward"),
     ]:
         cfg = RunConfig(task=task, algo=algo, backend="inline")
         plan = resolved_plan(resolve(cfg), resolve(cfg).make_task())

@@ -227,8 +227,9 @@ class Algorithm:
     def cannot_batch_model(cls, model: Any) -> str | None:
         """Why the task's model (a `FlatModel`) keeps the batched phases from applying,
         completing "the model of task T (Module) ..."; None: they apply. The default asks
-        for k models at once (`batched_forward`)."""
-        return None if model.batchable else "has no batched_forward"
+        for k models at once (`FlatModel.batchable`: its own `batched_forward`, or
+        functional_call under vmap for a module without buffers)."""
+        return model.why_not_batchable()
 
     # --- asynchronous form (issue 31) ------------------------------------------------
     @classmethod

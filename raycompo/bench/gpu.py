@@ -2,6 +2,7 @@
 per round client by client and vectorized on both, and Ray hosts sharing one GPU.
 
     python -m raycompo.bench gpu [--m 10 100 1000] [--rounds 3] [--hosts 4] [--no-ray] [--budget-s 600]
+    python -m raycompo.bench gpu --cnn [--m 10 100] [--rounds 1] [--cnn-hidden 16]  # item 4 alone (CPU: quick)
 
 1. Rows: FedAvg and ComFedL on the cohort bench's logistic-784 workload (m = 20, 3 rounds,
    evaluated every round): inline on CUDA, client by client and vectorized, beside inline
@@ -13,6 +14,14 @@ per round client by client and vectorized on both, and Ray hosts sharing one GPU
    client by client and vectorized, on the CPU (torch's threads) and on CUDA.
 3. The Ray backend, `--hosts` hosts of 1 / hosts GPU each, vectorized, beside inline
    vectorized on CUDA, at each m of `--m` from 100.
+4. CNN4 (batch norm on batch statistics, batched through torch.func.vmap) on CIFAR-shaped
+   data (3 x 32 x 32, 10 classes, 64 images a client, batch 32, tau 2), FedAvg, at each m of
+   `--m` (at most 100): one local step's gradients of the m clients (best of 3 interleaved
+   repeats), and seconds per round (inline), client by client and vectorized (`--vectorize
+   on`), on the CPU and on CUDA, with the largest relative difference of the rows. `--cnn`
+   runs this item alone; without a GPU it prints "no GPU here" and the CPU's figures (the
+   figures behind `--vectorize auto`'s per-device rule for vmap models,
+   raycompo/configuration/vectorize.py).
 
 Without a CUDA device the 'cuda' runs run on the CPU (the code paths only, the first line
 says so) and Ray is told of one GPU, so that the hosts' fractional placement still runs.
@@ -113,6 +122,77 @@ def seconds(cfg: RunConfig, rounds: int, cuda: bool = False) -> tuple[float, str
         driver.close()
 
 
+def cnn_config(m: int, vectorize: str, gpus: float, hidden: int, rounds: int = 1) -> RunConfig:
+    """FedAvg on CIFAR-shaped random data (m clients of 64 + 16 images) with CNN4 of
+    `hidden` filters: item 4."""
+    from raycompo.models.cnn4 import CNN4
+    from raycompo.tasks.from_data import task_from_arrays
+
+    gen = torch.Generator().manual_seed(0)
+    n = 80 * m
+    x, y = torch.randn(n, 3, 32, 32, generator=gen), torch.randint(0, 10, (n,), generator=gen)
+    task: Any = task_from_arrays(x, y, n_clients=m, model=lambda: CNN4(3, 10, 32, hidden=hidden), name="cnn4-cifar-shaped")
+    settings = {"clients_per_round": m, "tau": 2, "batch_size": 32, "lr": 0.05}
+    return RunConfig(task=task, algo="fedavg", rounds=rounds, eval_every=10**6, settings=settings, backend="inline",
+                     vectorize=vectorize, gpus_per_actor=gpus)
+
+
+def cnn_step_ms(k: int, hidden: int, device: str, reps: int = 3) -> tuple[float, float]:
+    """Milliseconds of one local step's gradients of k CNN4 clients (batch 32, CIFAR-shaped):
+    (client by client, one vmap), the best of `reps` interleaved repeats after a warm-up."""
+    import torch.nn.functional as F
+
+    from raycompo.models.cnn4 import CNN4
+    from raycompo.models.flat import FlatModel
+
+    torch.manual_seed(0)
+    model = FlatModel(CNN4(3, 10, 32, hidden=hidden)).to(device)
+    w = model.flatten().to(device).repeat(k, 1)
+    x, y = torch.randn(k, 32, 3, 32, 32, device=device), torch.randint(0, 10, (k, 32), device=device)
+
+    def vmapped() -> None:
+        wr = w.clone().requires_grad_(True)
+        loss = F.cross_entropy(model.batched(wr, x).transpose(1, 2), y, reduction="none").mean(1).sum()
+        torch.autograd.grad(loss, wr)
+
+    def one_by_one() -> None:
+        for i in range(k):
+            wi = w[i].clone().requires_grad_(True)
+            torch.autograd.grad(F.cross_entropy(model(wi, x[i]), y[i]), wi)
+
+    best = {one_by_one: math.inf, vmapped: math.inf}
+    for rep in range(reps + 1):
+        for f in best:
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            f()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if rep:
+                best[f] = min(best[f], time.perf_counter() - t)
+    return best[one_by_one] * 1e3, best[vmapped] * 1e3
+
+
+def cnn_item(a: argparse.Namespace, gpu: float, cuda: bool, skipped: Any) -> None:
+    """Item 4: CNN4 on CIFAR-shaped data, per client vs vmapped, on the CPU and on CUDA."""
+    print(f"\n4. ms per round, CNN4 (hidden {a.cnn_hidden}) on CIFAR-shaped data, FedAvg (tau 2, batch 32), inline, "
+          f"{a.rounds} rounds after a warm-up{'' if cuda else '; no GPU here: CPU only'}", flush=True)
+    devices = (("cpu", 0.0), ("cuda", gpu)) if cuda else (("cpu", 0.0),)
+    for m in [m for m in a.m if m <= 100]:
+        for dev, g in devices:
+            if skipped(f"cnn4 {dev} m={m}"):
+                continue
+            one, vm = cnn_step_ms(m, a.cnn_hidden, dev)
+            print(f"cnn4 {dev:4} m={m:4d}: one local step's gradients: client by client {one:9.1f}, vmap {vm:9.1f}, "
+                  f"one by one / vmap {one / vm:.2f}x", flush=True)
+            rows = {v: run_rows(cnn_config(m, v, g, a.cnn_hidden, 2), cuda)[0] for v in ("off", "on")}
+            d, at = max_relative(rows["on"], rows["off"])
+            t = {v: seconds(cnn_config(m, v, g, a.cnn_hidden, a.rounds + 1), a.rounds)[0] for v in ("off", "on")}
+            print(f"cnn4 {dev:4} m={m:4d}: client by client {t['off'] * 1e3:9.1f}, vectorized (vmap) {t['on'] * 1e3:9.1f}, "
+                  f"one by one / vmap {t['off'] / t['on']:.2f}x; rows vmap vs per client {d:.1e} ({at})", flush=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's argument parser (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench gpu", description=__doc__,
@@ -121,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3, help="timed rounds per run (after one warm-up round)")
     p.add_argument("--hosts", type=int, default=4, help="Ray hosts sharing the GPU, 1 / hosts GPU each")
     p.add_argument("--no-ray", action="store_true", help="leave out the Ray runs")
+    p.add_argument("--cnn", action="store_true", help="run item 4 alone (CNN4 per client vs vmapped)")
+    p.add_argument("--cnn-hidden", type=int, default=16, help="filters per convolution of item 4's CNN4")
     p.add_argument("--budget-s", type=float, default=600.0, help="skip the items that would start after this many seconds")
     return p
 
@@ -141,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     where = (f"CUDA: {torch.cuda.get_device_name(0)}, {torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB"
              if cuda else "no CUDA device: every 'cuda' run below runs on the CPU (the code paths only)")
     print(f"{where}; torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {os.cpu_count()} cores", flush=True)
+    if a.cnn:
+        cnn_item(a, gpu, cuda, skipped)
+        print(f"\ndone in {time.time() - t0:.0f} s", flush=True)
+        return 0
     if not a.no_ray:
         # a private Ray on loopback; without a GPU it is told of one, so that the fractional
         # hosts are placed as on a GPU node
@@ -188,5 +274,6 @@ def main(argv: list[str] | None = None) -> int:
                 on_ray, procs = seconds(cfg, a.rounds, cuda)
                 print(f"{algo:8} m={m:5d}: ray {on_ray * 1e3:.1f}, inline {inline * 1e3:.1f} "
                       f"(inline / ray {inline / on_ray:.2f}x); GPU processes (pid, memory): {procs}", flush=True)
+    cnn_item(a, gpu, cuda, skipped)
     print(f"\ndone in {time.time() - t0:.0f} s", flush=True)
     return 0

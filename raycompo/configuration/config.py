@@ -344,11 +344,11 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     task = task_cls(task_settings, cfg.seed, cfg.data_dir) if check_clients else None
     n_clients = task.n_clients if task is not None else 10**9
     algo_settings.validate(n_clients)
-    from raycompo.configuration.vectorize import plan
+    from raycompo.configuration.vectorize import plan, run_device
 
     check_transforms(cfg, algo_cls)
     uplink_steps = tuple(load("uplink", spec) for spec in cfg.uplink)  # an unknown one: an error now
-    vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task)  # 'on' where it cannot: an error now
+    vectorized = plan(cfg.vectorize, algo_cls, algo_settings, task_cls, task, run_device(cfg.gpus_per_actor))  # 'on' where it cannot: an error now
     tables = None
     if profile is not None and task is not None:
         m = getattr(algo_settings, "clients_per_round", None)  # a cohort the availability must be able to fill

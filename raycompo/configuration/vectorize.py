@@ -9,9 +9,21 @@ driven by raycompo/engine/batched.py) when all of these hold:
   tasks with their cross-entropy do; FedDRO's family needs the per-sample ones,
   `Task.batched_sample_losses`, and a DRO objective rather than a task's own composition:
   `Algorithm.cannot_batch_task`);
-* the task's model computes k models at once (`batched_forward`: logistic regression, MLP;
-  `Algorithm.cannot_batch_model`). The Local-SCGD family runs its MAML rows under
-  `torch.func.vmap` instead, on meta-learning tasks that declare `vmap_meta_batches`.
+* the task's model computes k models at once (`FlatModel.batchable`,
+  `Algorithm.cannot_batch_model`): with its own `batched_forward` (logistic regression,
+  MLP), or through `torch.func.functional_call` under `torch.func.vmap` (any module whose
+  state is parameters only: CNN4, ResNet-20, a user's nn.Module; batch norm with
+  `track_running_stats=False`, each client normalized by its own batch; a module with
+  buffers, e.g. running statistics, does not batch, and says so). The Local-SCGD family
+  runs its MAML rows under `torch.func.vmap` instead, on meta-learning tasks that declare
+  `vmap_meta_batches`.
+
+The vmap models' rule in `auto`, per device (`vmap_device_rule`): batched on CUDA
+(`gpus_per_actor > 0` and a CUDA device here), client by client on the CPU, where the
+vmapped convolutions measured slower than the per-client loop (`VMAP_CPU_FIGURES`; on the
+CPU a convolution already uses every thread on one client's batch, and vmap folds the
+clients into the batch of a grouped convolution, which is slower there). `on` batches them
+on any device. The plan's `why_not` says which ran and why.
 
 `auto` (default) vectorizes where these hold and runs per client elsewhere; `on` makes a
 run that cannot be vectorized an error that says why; `off` always runs per client (the
@@ -24,6 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from raycompo.errors import ConfigError
 
@@ -73,14 +87,41 @@ def evaluation_blocker(algo_cls: type, algo_settings: Any, task_cls: type, task:
     if EVALUATE not in algo_cls.batched_phases:
         return f"algorithm {algo_cls.name} evaluates in its own way"
     why = algo_cls.cannot_batch_evaluate(algo_settings) or task_cls.cannot_batch_evaluate()
-    if why is None and task is not None and not task.model.batchable:  # per-sample outputs, no batch statistics
-        why = f"the model of task {task_cls.name} ({type(task.model.module).__name__}) has no batched_forward"
+    if why is None and task is not None and not task.model.own_batched:  # per-sample outputs, no batch statistics
+        why = (f"the model of task {task_cls.name} ({type(task.model.module).__name__}) has no batched_forward "
+               "(one forward over several clients' data needs per-sample outputs, not batch statistics)")
     return why
 
 
-def plan(mode: str, algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None) -> Plan:
+VMAP_CPU_FIGURES = ("CNN4 on CIFAR-shaped data, one local step's gradients, client by client / vmap: "
+                    "0.71x at m = 10, 0.44x at m = 100; python -m raycompo.bench gpu --cnn")
+"""What the client-by-client / vmapped local step measured on this project's 2-core CPU
+(below 1: vmap is slower; docs/benchmarks.md, "CNN4 batched through vmap"), quoted where
+`auto` keeps a vmap model per client."""
+
+
+def run_device(gpus_per_actor: float) -> str:
+    """The device a run's hosts compute on: 'cuda' where they are given a GPU and this
+    process sees one (engine/host.py chooses the same way), else 'cpu'."""
+    return "cuda" if gpus_per_actor > 0 and torch.cuda.is_available() else "cpu"
+
+
+def vmap_device_rule(task: Any, device: str) -> str | None:
+    """Why `auto` keeps this task's model per client on `device` (None: it batches): a
+    model batched through vmap (`FlatModel.vmapped`) batches on CUDA only."""
+    model = getattr(task, "model", None)
+    if model is None or not getattr(model, "vmapped", False) or device != "cpu":
+        return None
+    return (f"the model of task {type(task).name} ({type(model.module).__name__}) batches through torch.func.vmap, "
+            f"which --vectorize auto runs on CUDA only: slower on the CPU ({VMAP_CPU_FIGURES}); --vectorize on batches it")
+
+
+def plan(mode: str, algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None,
+         device: str = "cpu") -> Plan:
     """The phases to run batched under `mode`; `on` with a pair that cannot train batched
-    is a ConfigError naming why. The evaluation batches wherever it can, in `on` and `auto`."""
+    is a ConfigError naming why. The evaluation batches wherever it can, in `on` and `auto`.
+    `device` ('cpu' or 'cuda', `run_device`) decides `auto` for the vmap models
+    (`vmap_device_rule`)."""
     if mode not in MODES:
         raise ConfigError(f"vectorize must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "off":
@@ -91,6 +132,9 @@ def plan(mode: str, algo_cls: type, algo_settings: Any, task_cls: type, task: An
         if mode == "on":
             raise ConfigError(f"--vectorize on: {why}; use --vectorize auto (per-client where it cannot) or off")
         return Plan(evaluate, why)
+    why = vmap_device_rule(task, device) if mode == "auto" else None
+    if why is not None:
+        return Plan(evaluate, why)
     return Plan(tuple(sorted([*training_phases(algo_cls), *evaluate])))
 
 
@@ -100,7 +144,7 @@ def resolved_plan(resolved: Any, task: Any = None) -> Plan:
     r = resolved
     if r.vectorized is not None:
         return r.vectorized
-    return plan(r.config.vectorize, r.algo_cls, r.algo_settings, r.task_cls, task)
+    return plan(r.config.vectorize, r.algo_cls, r.algo_settings, r.task_cls, task, run_device(r.config.gpus_per_actor))
 
 
 def vectorized_algorithms() -> list[str]:

@@ -3,13 +3,25 @@
 The federation exchanges and averages flat vectors `w in R^d`; `forward(w, x)` runs the
 module with `torch.func.functional_call`, so gradients, vector-Jacobian products and
 Hessian-vector products with respect to `w` come from torch.func / autograd.
+
+k models at once (`batched`, what vectorized cohorts run): a module's own
+`batched_forward` where it has one (logistic regression, MLP); otherwise, for any module
+whose state is parameters only (no buffers: batch norm with `track_running_stats=False`
+qualifies, e.g. CNN4, ResNet-20, a user's conv net), `functional_call` under
+`torch.func.vmap` over the clients' rows of w and their batches (`vmapped`). Under vmap a
+batch-norm layer's statistics are each client's own (the vmapped dimension is the client;
+the batch dimension inside it). Padded rows (a client with fewer real rows than the
+chunk's batch, `Batch.mask`) would enter those statistics, so the vmap path takes each
+client's real row count (`count`) and runs clients of equal counts as one vmap over their
+real rows only (one group in the common case, every client with n_i >= the batch size);
+its padded output rows are 0.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.func import functional_call
+from torch.func import functional_call, vmap
 
 
 class FlatModel:
@@ -47,10 +59,31 @@ class FlatModel:
     __call__ = forward
 
     @property
-    def batchable(self) -> bool:
-        """Whether the module computes k models at once (`batched_forward`), which the
-        vectorized cohorts need (raycompo/configuration/vectorize.py)."""
+    def own_batched(self) -> bool:
+        """Whether the module computes k models at once itself (`batched_forward`), with
+        outputs per sample (no batch statistics): what a batched evaluation over several
+        clients' data concatenated needs."""
         return getattr(self.module, "batched_forward", None) is not None and not self.buffers
+
+    @property
+    def vmapped(self) -> bool:
+        """Whether k models run through the generic path: `functional_call` under
+        `torch.func.vmap` (a module with no `batched_forward` and no buffers)."""
+        return not self.own_batched and not self.buffers
+
+    @property
+    def batchable(self) -> bool:
+        """Whether k models can run at once (`batched`), which the vectorized cohorts need
+        (raycompo/configuration/vectorize.py): every module whose state is parameters only."""
+        return not self.buffers
+
+    def why_not_batchable(self) -> str | None:
+        """Why `batched` cannot run this module (None: it can), completing "the model ... "."""
+        if not self.buffers:
+            return None
+        names = ", ".join(list(self.buffers)[:3]) + (", ..." if len(self.buffers) > 3 else "")
+        return (f"has buffers ({names}: e.g. batch norm's running statistics), which k clients' models "
+                "cannot share; batch norm with track_running_stats=False has none")
 
     def _rows(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
         k = w.shape[0]
@@ -70,11 +103,42 @@ class FlatModel:
         outputs, pull = self.module.batched_pullback(self._rows(w), x)
         return outputs, Pullback(self, w, pull, getattr(self.module, "pullback_adds", False))
 
-    def batched(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def batched(self, w: torch.Tensor, x: torch.Tensor, count: torch.Tensor | None = None) -> torch.Tensor:
         """k models on k batches: w (k, dim), x (k, B, ...) -> outputs (k, B, ...); client
         i's rows are `forward(w[i], x[i])` up to rounding. Parameters are views of w (each
-        block of a row is contiguous), so autograd's gradient lands in w's layout."""
-        return self.module.batched_forward(self._rows(w), x)
+        block of a row is contiguous), so autograd's gradient lands in w's layout. `count`
+        (k,), each client's real rows (the first ones): the vmap path runs client i on
+        x[i, :count_i] only (see the module doc), its other output rows 0; a module's own
+        `batched_forward` has per-sample outputs and ignores it."""
+        if self.own_batched:
+            return self.module.batched_forward(self._rows(w), x)
+        if self.buffers:
+            raise ValueError(f"{type(self.module).__name__} {self.why_not_batchable()}")
+        return self._vmap(w, x, count)
+
+    def _one(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.module, params, (x,))
+
+    def _vmap(self, w: torch.Tensor, x: torch.Tensor, count: torch.Tensor | None) -> torch.Tensor:
+        """`batched` through functional_call under vmap, clients grouped by real row count."""
+        run = vmap(self._one)
+        width = x.shape[1]
+        counts = None if count is None else [int(c) for c in count.tolist()]
+        if counts is None or all(c == width for c in counts):
+            return run(self._rows(w), x)
+        groups: dict[int, list[int]] = {}
+        for i, c in enumerate(counts):
+            if c > 0:  # a client with no rows keeps 0 outputs (a batch norm of nothing is undefined)
+                groups.setdefault(c, []).append(i)
+        pieces = {}
+        for c, ids in groups.items():
+            idx = torch.tensor(ids, device=w.device)
+            pieces[c] = (idx, run(self._rows(w.index_select(0, idx)), x.index_select(0, idx)[:, :c]))
+        some = next(iter(pieces.values()))[1]
+        out = some.new_zeros((x.shape[0], width, *some.shape[2:]))
+        for c, (idx, y) in pieces.items():
+            out[idx, :c] = y  # an indexed write: autograd routes each group's gradient back
+        return out
 
     def to(self, device: torch.device | str) -> FlatModel:
         self.module.to(device)

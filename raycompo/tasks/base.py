@@ -295,7 +295,7 @@ class Task:
     @classmethod
     def cannot_batch(cls) -> str | None:
         """Why this task's losses cannot be computed for k clients at once (None: they can,
-        given a model with `batched_forward`). Checked by raycompo/configuration/vectorize.py."""
+        given a model that batches, `FlatModel.batchable`). Checked by raycompo/configuration/vectorize.py."""
         if cls.batched_losses is Task.batched_losses:
             return f"task {cls.name} defines no batched_losses"
         return None
@@ -375,8 +375,9 @@ class ClassificationTask(Task):
         return F.cross_entropy(self.model(w, x), y)
 
     def batched_sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
-        """Each client's per-sample cross-entropy (k, B); padded rows are finite (0 inputs)."""
-        logits = self.model.batched(w, batch.x).transpose(1, 2)  # (k, C, B): contiguous for our models
+        """Each client's per-sample cross-entropy (k, B); padded rows are finite (0 inputs,
+        or 0 logits on the vmap path, which runs each client on its real rows only)."""
+        logits = self.model.batched(w, batch.x, batch.count).transpose(1, 2)  # (k, C, B): contiguous for our models
         return -torch.log_softmax(logits, 1).gather(1, batch.y.unsqueeze(1)).squeeze(1)
 
     def batched_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
