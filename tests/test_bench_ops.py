@@ -50,3 +50,13 @@ def test_the_gather_does_not_grow_with_the_clients():
     gathered streams (Ditto: its global and personal steps)."""
     four, sixteen = ops.measure("ditto", 4)["by_op"], ops.measure("ditto", 16)["by_op"]
     assert four["aten.index_select"] == sixteen["aten.index_select"] > 0
+
+
+def test_a_keyed_round_does_not_grow_with_the_clients():
+    """With the keyed sampler, a vectorized round of FedAvg and of Ditto (two gathered
+    streams, a stacked personal model) makes the same aten operations and the same Python
+    calls at m = 20 and m = 60 clients (one chunk each: past `FOLD_MANY_PYTHON`): the draws,
+    the gathers, the counting, the contexts, the states and the costs are per chunk."""
+    for algo in ("fedavg", "ditto"):
+        twenty, sixty = ops.measure(algo, 20, None, "keyed"), ops.measure(algo, 60, None, "keyed")
+        assert (twenty["aten"], twenty["py calls"]) == (sixty["aten"], sixty["py calls"]), algo

@@ -166,3 +166,20 @@ def test_auto_keeps_vmap_models_per_client_on_the_cpu_and_batches_them_on_cuda()
     if not torch.cuda.is_available():  # what a run here records: no GPU, so per client
         run = raycompo.run("damaml-mnist5k", "fedavg", rounds=1, settings=TINY_DAMAML)
         assert run.config["vectorized"]["phases"] == [] and "on CUDA only" in run.config["vectorized"]["why_not"]
+
+
+def test_activation_numel_sizes_vmap_chunks():
+    """The vmap path's chunks are sized with the layers' outputs per sample
+    (`FlatModel.activation_numel`): a known count for a small conv net (conv 2x6x6 = 72,
+    ReLU 72, flatten 72, linear 3), and fewer clients per chunk than without them."""
+    from raycompo.engine.batched import chunk_size
+    from raycompo.models import FlatModel
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(72, 3))
+    model = FlatModel(net)
+    assert model.vmapped
+    assert model.activation_numel(torch.zeros(1, 6, 6)) == 72 + 72 + 72 + 3
+    plain = chunk_size(model.dim, 36, 32, 2**24)
+    sized = chunk_size(model.dim, 36, 32, 2**24, activations=model.activation_numel(torch.zeros(1, 6, 6)))
+    assert sized < plain

@@ -37,6 +37,7 @@ import math
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -207,6 +208,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def rows_item(a: argparse.Namespace, gpu: float, cuda: bool, share: float, skipped: Callable[[str], bool]) -> None:
+    """Item 1: the rows on CUDA (client by client and vectorized, inline and on fractional
+    Ray hosts) against the CPU's, logistic-784, m = 20."""
+    print("\n1. rows, logistic-784, m = 20, 3 rounds: largest |a - b| / max(1, |b|) of any metrics column", flush=True)
+    for algo in ("fedavg", "comfedl"):
+        if skipped(f"rows of {algo}"):
+            continue
+        cpu_rows, _ = run_rows(rows_config(algo, "off", 0.0), cuda)
+        vec_rows: list[dict[str, Any]] = []
+        for v in ("off", "on"):
+            rows, _ = run_rows(rows_config(algo, v, gpu), cuda)
+            d, at = max_relative(rows, cpu_rows)
+            print(f"{algo:8} cuda inline, vectorize {v:3} vs cpu inline client by client: {d:.2e} ({at})", flush=True)
+            vec_rows = rows
+        if not a.no_ray:
+            rows, procs = run_rows(rows_config(algo, "on", share, "ray", a.hosts), cuda)
+            d, at = max_relative(rows, vec_rows)
+            print(f"{algo:8} ray, {a.hosts} hosts x {share:g} GPU, vectorized vs cuda inline vectorized: {d:.2e} ({at}); "
+                  f"GPU processes (pid, memory): {procs}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     t0 = time.time()
@@ -231,22 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         # a private Ray on loopback; without a GPU it is told of one, so that the fractional
         # hosts are placed as on a GPU node
         ensure_ray(include_dashboard=False, num_cpus=max(4, a.hosts), num_gpus=None if cuda else 1, quiet=True)
-    print("\n1. rows, logistic-784, m = 20, 3 rounds: largest |a - b| / max(1, |b|) of any metrics column", flush=True)
-    for algo in ("fedavg", "comfedl"):
-        if skipped(f"rows of {algo}"):
-            continue
-        cpu_rows, _ = run_rows(rows_config(algo, "off", 0.0), cuda)
-        vec_rows: list[dict[str, Any]] = []
-        for v in ("off", "on"):
-            rows, _ = run_rows(rows_config(algo, v, gpu), cuda)
-            d, at = max_relative(rows, cpu_rows)
-            print(f"{algo:8} cuda inline, vectorize {v:3} vs cpu inline client by client: {d:.2e} ({at})", flush=True)
-            vec_rows = rows
-        if not a.no_ray:
-            rows, procs = run_rows(rows_config(algo, "on", share, "ray", a.hosts), cuda)
-            d, at = max_relative(rows, vec_rows)
-            print(f"{algo:8} ray, {a.hosts} hosts x {share:g} GPU, vectorized vs cuda inline vectorized: {d:.2e} ({at}); "
-                  f"GPU processes (pid, memory): {procs}", flush=True)
+    rows_item(a, gpu, cuda, share, skipped)
 
     print(f"\n2. ms per round, logistic-784 (tau 5, batch 32), inline, {a.rounds} rounds after a warm-up", flush=True)
     print(f"{'algo':8} {'m':>5} {'cpu':>10} {'cpu vec':>10} {'cuda':>10} {'cuda vec':>10} {'cuda one by one / vec':>22} "

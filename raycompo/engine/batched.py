@@ -68,10 +68,13 @@ def cache_chunk(dim: int, row_numel: int, width: int, element_size: int = 4) -> 
     return k if MIN_CACHE_CHUNK <= k <= MAX_CACHE_CHUNK else None
 
 
-def chunk_size(dim: int, row_numel: int, width: int, budget_bytes: float, element_size: int = 4) -> int:
+def chunk_size(dim: int, row_numel: int, width: int, budget_bytes: float, element_size: int = 4,
+               activations: int = 0) -> int:
     """Clients per chunk: as many as fit the budget (at least 1). Per client: the model
-    floats above plus the batch buffer and the activations (about 3 copies of a batch)."""
-    per_client = element_size * (FLOATS_PER_MODEL * dim + 3 * width * row_numel) + 512
+    floats above plus the batch buffer and the activations (about 3 copies of a batch),
+    and for a model run through vmap its layers' outputs per sample (`activations`,
+    `FlatModel.activation_numel`), kept for the backward pass and their gradients (2 copies)."""
+    per_client = element_size * (FLOATS_PER_MODEL * dim + width * (3 * row_numel + 2 * activations)) + 512
     return max(1, int(budget_bytes // per_client))
 
 
@@ -86,7 +89,9 @@ def clients_per_chunk(host: Any, cid: int) -> int:
         per_client = 4 * (FLOATS_PER_MODEL + MODELS_PER_TASK * width) * dim + 512
         return max(1, int(host.batched_budget_bytes // per_client))
     row = data.x[0].numel() if len(data.x) else 1
-    size = chunk_size(dim, row, width, host.batched_budget_bytes * (1 - GATHER_SHARE))
+    model = host.task.model
+    acts = model.activation_numel(data.x[0]) if len(data.x) and getattr(model, "vmapped", False) else 0
+    size = chunk_size(dim, row, width, host.batched_budget_bytes * (1 - GATHER_SHARE), activations=acts)
     cached = cache_chunk(dim, row, width) if torch.device(host.device).type == "cpu" else None
     return size if cached is None else min(size, cached)
 

@@ -116,6 +116,31 @@ class FlatModel:
             raise ValueError(f"{type(self.module).__name__} {self.why_not_batchable()}")
         return self._vmap(w, x, count)
 
+    def activation_numel(self, sample: torch.Tensor) -> int:
+        """Values of every submodule's output per sample of the shape of `sample` (one
+        input, without the batch dimension): about what a step of the vmap path keeps for its
+        backward pass per sample, which sizes its chunks (engine/batched.py). Measured once
+        per shape with forward hooks on a two-sample forward (batch norm needs more than one),
+        without gradients."""
+        key = tuple(sample.shape)
+        cache = self.__dict__.setdefault("_activations", {})
+        if key not in cache:
+            total = [0]
+
+            def hook(_module, _inputs, output):
+                if isinstance(output, torch.Tensor):
+                    total[0] += output.numel()
+
+            handles = [m.register_forward_hook(hook) for m in self.module.modules() if m is not self.module]
+            try:
+                with torch.no_grad():
+                    self.module(torch.zeros((2, *key), dtype=sample.dtype, device=next(self.module.parameters()).device))
+            finally:
+                for h in handles:
+                    h.remove()
+            cache[key] = total[0] // 2
+        return cache[key]
+
     def _one(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         return functional_call(self.module, params, (x,))
 

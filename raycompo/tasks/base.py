@@ -16,8 +16,8 @@ import torch.nn.functional as F
 
 from raycompo.models import FlatModel
 from raycompo.problems.oracle import wrap_oracles
-from raycompo.tasks.slab import SlabPlace
 from raycompo.tasks.sampler import keyed_draw
+from raycompo.tasks.slab import SlabPlace
 
 ORACLES = ("loss", "sample_losses", "batched_losses", "batched_sample_losses")
 """A task's per-sample functions: each call on n data points is n oracle calls, a backward
