@@ -92,6 +92,10 @@ def picks_to(picks: list[torch.Tensor | None], device: torch.device) -> list[tor
     return [None if p is None else next(moved) for p in picks]
 
 
+CHUNK_KEPT = "chunk kept"
+"""The scratch key's tag of a value a chunk keeps for its next phase (`CohortBatch.keep_rows`)."""
+
+
 GATHER_BYTES = 64 * 2**20
 """Default bound on the rows `CohortBatch.local_sgd` gathers at once (several steps' batches);
 one step's batch is always gathered whole."""
@@ -517,6 +521,33 @@ class CohortBatch:
         width = max(self._real_rows(size))
         row = x0[0].numel() * x0.element_size() + y0.element_size() if len(x0) else 1
         return self.k * width * row
+
+    def whole(self, stream: int) -> Batch | None:
+        """Each client's whole training data (all its n_i rows, in order, padded), as
+        `ClientData.full` reads it and counted so (n_i samples), gathered for the chunk at once
+        where its padded rows fit `gather_bytes`; None where they do not (read them client by
+        client then). `stream`: a stream of the algorithm's own, no mini-batch's (a second read
+        of the same stream in a round is counted once)."""
+        if self._step_bytes(None) > self.gather_bytes:
+            return None
+        return self.batch(0, None, stream)
+
+    def keep_rows(self, name: str, value: torch.Tensor | None) -> None:
+        """Keep a (k, ...) value of the chunk (or None) for a later phase of this round on the
+        same clients (`take_rows`), as the per-client path keeps a client's row in its
+        `c.scratch[name]`: once for the chunk, in its first client's scratch with the chunk's
+        ids (no write per client)."""
+        self.clients[0].scratch[(CHUNK_KEPT, name)] = (self.ids, value)
+
+    def take_rows(self, name: str) -> torch.Tensor | None:
+        """The value `keep_rows(name, ...)` kept for these very clients, in this order (and
+        forgotten); a host cuts a round's phases into the same chunks (`engine/batched.py`:
+        the chunk size does not depend on the phase), so another cut is an error, not a guess."""
+        kept = self.clients[0].scratch.pop((CHUNK_KEPT, name), None)
+        if kept is None or kept[0] != self.ids:
+            raise RuntimeError(f"no {name!r} kept for this chunk of clients {self.ids[:5]}...: an earlier phase of the "
+                               "round ran them in other chunks")
+        return kept[1]
 
     def broadcast(self, w: torch.Tensor) -> torch.Tensor:
         """One model (dim,) as k rows (a view, no copy)."""

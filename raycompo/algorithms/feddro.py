@@ -119,8 +119,9 @@ class FedDRO(GlobalCOAlgorithm):
         return {"y": y}, {**state, "x_y": state["x"]}
 
     # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
-    # What eq. (7) needs at x_k (its Jacobian row, grad h) is cached in each client's
-    # c.scratch as the per-client path does, so a chunk's rows are stacked again per step.
+    # What eq. (7) needs at x_k (its Jacobian rows, grad h) is kept for the chunk's next step
+    # as one (k, ...) tensor (`CohortBatch.keep_rows`), as the per-client path keeps a
+    # client's row in its c.scratch.
     @batched_phase("start")
     def batched_start(self, cb, states, payload):
         x = cb.broadcast(payload["w"])
@@ -129,9 +130,7 @@ class FedDRO(GlobalCOAlgorithm):
     @batched_phase("step")
     def batched_step(self, cb, states, payload):
         ybar = payload["ybar"]
-        jac = torch.stack([c.scratch.pop("jac") for c in cb.clients])
-        ghs = [c.scratch.pop("gh") for c in cb.clients]
-        gh = None if ghs[0] is None else torch.stack(ghs)
+        jac, gh = cb.take_rows("jac"), cb.take_rows("gh")
         x = cb.stack_state(states, "x") - payload["lr"] * global_batched.direction(self.problem, jac, ybar, gh)
         states = cb.new_states(states, {"ybar": cb.broadcast(ybar), "x": x})
         if payload["last"]:
@@ -142,8 +141,8 @@ class FedDRO(GlobalCOAlgorithm):
         """`_estimate` for a chunk: y_k by eq. (8) at the rows x (k, dim)."""
         b_g, b_h = self.batched_batches(cb, j)
         y, jac, gh = global_batched.local_parts(cb.task, self.problem, x, b_g, b_h)
-        for i, c in enumerate(cb.clients):
-            c.scratch["jac"], c.scratch["gh"] = jac[i], None if gh is None else gh[i]
+        cb.keep_rows("jac", jac)
+        cb.keep_rows("gh", gh)
         x_now = cb.stack_state(states, "x")
         if self.s.beta < 1:
             ybar, corrected = cb.state_rows(states, "ybar", y[0].unsqueeze(0).expand_as(y))

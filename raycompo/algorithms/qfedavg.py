@@ -24,6 +24,11 @@ from raycompo.problems.oracle import on_row
 from raycompo.settings import require
 
 
+WHOLE_STREAM = 7
+"""The stream key of a chunk's read of its clients' whole data (`CohortBatch.whole`): apart
+from the local steps' mini-batches (stream 0), so that it is counted as a read of its own."""
+
+
 @dataclass
 class QFedAvgSettings(LocalSettings):
     q: float = 0.2
@@ -69,8 +74,10 @@ class QFedAvg(Algorithm):
     def batched_local(self, cb, states, payload):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
         w0 = payload["w"]
-        with torch.no_grad():  # F_k(w) on each client's whole training data (one forward each)
-            loss = torch.stack([self.full_loss(i, w0, d) for i, d in enumerate(cb.data)]).clamp_min(1e-10)
+        with torch.no_grad():  # F_k(w) on each client's whole training data
+            whole = cb.whole(WHOLE_STREAM)  # the chunk's at once where it fits, else one forward each
+            loss = (cb.losses(cb.broadcast(w0), whole) if whole is not None else
+                    torch.stack([self.full_loss(i, w0, d) for i, d in enumerate(cb.data)])).clamp_min(1e-10)
         w = cb.local_sgd(cb.broadcast(w0), self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
         L, q = 1.0 / self.s.lr, self.s.q
         dw = L * (w0 - w)
