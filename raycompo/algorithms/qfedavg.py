@@ -23,7 +23,6 @@ from raycompo.compression.keys import VALUE
 from raycompo.problems.oracle import on_row
 from raycompo.settings import require
 
-
 WHOLE_STREAM = 7
 """The stream key of a chunk's read of its clients' whole data (`CohortBatch.whole`): apart
 from the local steps' mini-batches (stream 0), so that it is counted as a read of its own."""
