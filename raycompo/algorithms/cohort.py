@@ -527,8 +527,9 @@ class CohortBatch:
         `ClientData.full` reads it and counted so (n_i samples), gathered for the chunk at once
         where its padded rows fit `gather_bytes`; None where they do not (read them client by
         client then). `stream`: a stream of the algorithm's own, no mini-batch's (a second read
-        of the same stream in a round is counted once)."""
-        if self._step_bytes(None) > self.gather_bytes:
+        of the same stream in a round is counted once). The bound is at least `GATHER_BYTES`:
+        `gather_bytes` may be cut to a cache's size for the local steps' batches."""
+        if self._step_bytes(None) > max(self.gather_bytes, GATHER_BYTES):
             return None
         return self.batch(0, None, stream)
 
