@@ -211,3 +211,18 @@ def test_a_checkpoint_of_a_keyed_run_belongs_to_keyed_runs_only():
         check_belongs({"fingerprint": json.dumps(keyed)}, plain, "ckpt.pt")
     with pytest.raises(ConfigError, match="sampler randperm there, keyed here"):
         check_belongs({"fingerprint": json.dumps(plain)}, keyed, "ckpt.pt")
+
+
+@pytest.mark.slow
+def test_keyed_ray_hosts_equal_inline(ray_session):
+    """With the keyed sampler, Ray hosts of 3 clients each (their own chunks, their own data
+    slabs) give the inline backend's rows (1e-6), vectorized Ditto (stacked personal models)."""
+    from raycompo.engine import run
+    from tests.helpers import assert_rows_close
+
+    settings = {"n_clients": 12, "min_samples": 2, "max_samples": 40, "clients_per_round": 7, "tau": 3}
+    cfg = RunConfig(task="synthetic", algo="ditto", rounds=3, settings=settings, backend="inline", vectorize="on",
+                    sampler="keyed")
+    inline = run(cfg)
+    remote = run(dataclasses.replace(cfg, backend="ray", clients_per_actor=3, cpus_per_actor=0.5))
+    assert_rows_close(inline.rows, remote.rows, tol=1e-6)

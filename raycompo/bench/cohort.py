@@ -59,12 +59,13 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 ALGOS = {"fedavg": {}, "comfedl": {"gamma": 10.0}}
 
 
-def config(workload: str, algo: str, m: int, backend: str, vectorize: str, hosts: int = 2) -> RunConfig:
+def config(workload: str, algo: str, m: int, backend: str, vectorize: str, hosts: int = 2,
+           sampler: str = "randperm") -> RunConfig:
     settings = {**WORKLOADS[workload], **ALGOS[algo], "n_clients": m, "clients_per_round": m}
     # Ray: a host that cannot start (no free CPU) or answer fails within 5 minutes, naming itself.
     extra = {"clients_per_actor": -(-m // hosts), "cpus_per_actor": 0.5, "host_timeout_s": 300.0} if backend == "ray" else {}
     return RunConfig(task="synthetic", algo=algo, rounds=10**6, eval_every=10**6, settings=settings, backend=backend,
-                     vectorize=vectorize, **extra)
+                     vectorize=vectorize, sampler=sampler, **extra)
 
 
 def matmul_rate(threads: int) -> float:
@@ -162,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch threads in this process (default: torch's choice)")
     p.add_argument("--cpu-time", action="store_true",
                    help="floor, hand and inline columns in this process's CPU seconds (ray columns stay wall clock)")
+    p.add_argument("--sampler", choices=("randperm", "keyed"), default="randperm",
+                   help="how the engine's runs draw clients' mini-batches (python -m raycompo.run --sampler); "
+                        "the hand-written loops draw with randperm")
     p.add_argument("--floor-repeats", type=int, default=20, help="timings of the round's products; the floor is the best")
     return p
 
@@ -210,11 +214,12 @@ def main(argv: list[str] | None = None) -> int:
                     except ConfigError:  # not FedAvg on clients of at least a batch: no hand-written form
                         pass
                     for col, v in (("inline", "off"), ("inline vec", "on")):
-                        fed = Federation(config(workload, algo, m, "inline", v))
+                        fed = Federation(config(workload, algo, m, "inline", v, sampler=args.sampler))
                         times[col].append(engine_seconds(fed, args.rounds, args.cpu_time))
                     if use_ray:
                         for col, v in (("ray", "off"), ("ray vec", "on")):
-                            sec, rss[col] = ray_seconds(config(workload, algo, m, "ray", v, args.hosts), args.rounds)
+                            sec, rss[col] = ray_seconds(config(workload, algo, m, "ray", v, args.hosts, args.sampler),
+                                                       args.rounds)
                             times[col].append(sec)
                 floor = min(floors)
                 med = {c: statistics.median(v) if v else float("nan") for c, v in times.items()}

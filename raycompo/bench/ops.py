@@ -99,6 +99,17 @@ def aten_ops(fn: Callable[[], Any]) -> Counter[str]:
     return counter.counts
 
 
+def profiled(fn: Callable[[], Any], hook: Callable[[Any, str, Any], None]) -> Any:
+    """`fn()` with `hook(frame, event, arg)` as the interpreter's profile function
+    (`sys.setprofile`), the previous one restored after; what `fn()` returns."""
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        return fn()
+    finally:
+        sys.setprofile(previous)
+
+
 def python_calls(fn: Callable[[], Any]) -> int:
     """The Python and C function calls `fn()` makes (`sys.setprofile` events)."""
     calls = 0
@@ -108,12 +119,7 @@ def python_calls(fn: Callable[[], Any]) -> int:
         if event == "call" or event == "c_call":
             calls += 1
 
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        fn()
-    finally:
-        sys.setprofile(previous)
+    profiled(fn, hook)
     return calls - 1  # the call of sys.setprofile that removes the hook
 
 
