@@ -71,6 +71,7 @@ def run_arguments() -> dict[str, Arg]:
         "progress": Arg(("bool", "choice"), choices=MODES),
         "tracker": Arg(("names",), choices=TRACKERS, none=True),
         "observers": Arg(("instances",), cls=Observer),
+        "seeds": Arg(("seeds",), none=True),
     }
 
 
@@ -120,6 +121,7 @@ def run(
     progress: bool | str = False,
     tracker: str | Sequence[str] | None = None,
     observers: Sequence[Observer] = (),
+    seeds: Sequence[int] | None = None,
 ):
     """Run one federated experiment and return its `RunResult`.
 
@@ -185,6 +187,15 @@ def run(
     tracker: 'mlflow' and/or 'wandb' (a name or a list): also log the settings, every row
         and the run folder's files there (see `raycompo.watch.trackers`; optional packages).
     observers: more `Observer`s (on_start / on_row / on_end / on_failure) of the run.
+    seeds: several seeds of this configuration (`seed` is then not used), run as one
+        population (raycompo/engine/population.py): each seed is a run of its own, its rows
+        as it alone (to float rounding, 1e-5), written to `out`/seed-<s>; their clients' local
+        steps run as rows of one batched computation where the algorithm allows it. Returns
+        a list of `RunResult`s, one per seed, in order; the first seed's error, if any, is
+        raised once every seed has ended. Needs backend 'inline' (the population runs in this
+        process); `on_row` hears every seed's rows, each with a key `seed` saying whose (from
+        the seeds' threads, one row at a time per seed), `observers` every seed's run;
+        `progress` and `tracker` are not available.
 
     Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns,
     with the cumulative cost columns samples, values_up, values_down, bytes_up,
@@ -201,6 +212,10 @@ def run(
 
         torch.set_num_threads(a["threads"])
     cfg = _run_config(a)
+    if seeds is not None:
+        return _run_seeds(cfg, list(a["seeds"]), out=out, overwrite=overwrite, checkpoint_every=a["checkpoint_every"],
+                          max_failures=a["max_failures"], on_row=on_row, progress=progress, tracker=tracker,
+                          observers=observers)
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
                 checkpoint_every=a["checkpoint_every"], max_failures=a["max_failures"], on_row=on_row,
                 progress=progress, tracker=tracker, observers=observers)
@@ -299,6 +314,40 @@ def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, m
     return engine_run(cfg, out=out, overwrite=overwrite, address=address, include_dashboard=dashboard,
                       checkpoint_every=checkpoint_every, max_failures=max_failures, resume=resume,
                       observers=[*watch, *observers])
+
+
+def _run_seeds(cfg, seeds, *, out, overwrite, checkpoint_every, max_failures, on_row, progress, tracker, observers):
+    """`run(..., seeds=...)`: the seeds' runs as one population (engine/population.py)."""
+    import dataclasses
+    import functools
+
+    from raycompo.engine.population import run_population
+    from raycompo.engine.runner import run as engine_run
+    from raycompo.watch.observers import Callback
+
+    if cfg.backend != "inline":
+        raise ConfigError(f"seeds= runs the seeds as one population in this process: it needs backend='inline', "
+                          f"not {cfg.backend!r} (each seed's rows are those of backend 'ray' to 1e-6)")
+    if progress or tracker:
+        raise ConfigError("seeds= shows no progress bar and logs to no tracker (several runs at once): "
+                          "leave progress and tracker unset, or run the seeds one by one")
+
+    def seed_rows(s: int) -> list[Observer]:  # on_row hears each row with its seed
+        return [] if on_row is None else [Callback(lambda row: on_row({**row, "seed": s}))]
+
+    runs = [functools.partial(_seed_run, engine_run, dataclasses.replace(cfg, seed=s),
+                              out=None if out is None else str(Path(out) / f"seed-{s}"), overwrite=overwrite,
+                              checkpoint_every=checkpoint_every, max_failures=max_failures,
+                              observers=[*seed_rows(s), *observers]) for s in seeds]
+    results, _ = run_population(runs)
+    failed = next((r for r in results if isinstance(r, BaseException)), None)
+    if failed is not None:
+        raise failed
+    return results
+
+
+def _seed_run(engine_run, cfg, seat, **kwargs):
+    return engine_run(cfg, hosts=seat, **kwargs)
 
 
 class CallableModule(types.ModuleType):

@@ -128,3 +128,12 @@ def require(cond: bool, message: str) -> None:
     """Input check that raises a ConfigError (never `assert`)."""
     if not cond:
         raise ConfigError(message)
+
+
+def row_scalar(value: Any, like: Any) -> Any:
+    """A scalar setting as a factor of the rows of `like` (k, ...): a number as it is; a
+    population's per-row values (a (k,) tensor: one trial's setting per row, engine/population.py)
+    viewed (k, 1, ...) in `like`'s dtype."""
+    if not hasattr(value, "view"):
+        return value
+    return value.to(like.dtype).view(-1, *([1] * (like.dim() - 1)))

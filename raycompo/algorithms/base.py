@@ -148,6 +148,14 @@ class Algorithm:
     """Task capabilities this algorithm needs (`Task.capabilities`, with what they imply:
     `Task.provided`): name what the algorithm uses (e.g. 'loss', a mean loss and its
     gradient), not a kind of task it was first written for."""
+    population_phases: ClassVar[frozenset[str]] = frozenset()
+    """Batched phases that run a population's trials (engine/population.py) as rows of one
+    chunk: they read every payload tensor through `CohortBatch.broadcast` and each of
+    `row_settings` as a number or a (k,) tensor of the rows' values (`settings.row_scalar`).
+    Declared by the class itself (not inherited, as batched phases are not)."""
+    row_settings: ClassVar[frozenset[str]] = frozenset()
+    """Settings that may differ between a population's trials (float settings that only scale
+    arithmetic: step sizes, gamma); any other difference runs the trials apart."""
     contributions: ClassVar[dict[str, dict[str, Sent]]] = {}
     """Client phase -> {contribution key: how it travels} (raycompo/compression/keys.py:
     `VALUE`, `update(of, weight)`, `WEIGHT`): what a client sends up, for `--compress`,

@@ -46,6 +46,7 @@ import torch
 from raycompo.algorithms.base import ClientContext, State
 from raycompo.algorithms.chunk_state import ChunkState
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
+from raycompo.settings import row_scalar
 from raycompo.tasks.base import ClientData, count_draws
 from raycompo.tasks.sampler import as_int64, keyed_indices
 from raycompo.tasks.slab import PAD, DataSlab, common_slab
@@ -92,6 +93,16 @@ def picks_to(picks: list[torch.Tensor | None], device: torch.device) -> list[tor
     return [None if p is None else next(moved) for p in picks]
 
 
+class TrialValues:
+    """A payload value that differs between the trials of a population (engine/population.py):
+    `stacked` (P, ...), trial p's value in row p. `CohortBatch.broadcast` gives each row of a
+    chunk its trial's; a batched phase that a population runs reads such values through
+    `broadcast` only (`Algorithm.population_phases`)."""
+
+    def __init__(self, stacked: torch.Tensor):
+        self.stacked = stacked
+
+
 CHUNK_KEPT = "chunk kept"
 """The scratch key's tag of a value a chunk keeps for its next phase (`CohortBatch.keep_rows`)."""
 
@@ -132,6 +143,9 @@ class CohortBatch:
         self.sizes = [c.data.num_samples for c in clients] if sizes is None else sizes
         """n_i of each client, as Python ints (read once; `sizes` where the caller knows them)."""
         self.gather_bytes = GATHER_BYTES if gather_bytes is None else gather_bytes
+        self.trials: torch.Tensor | None = None
+        """In a population's chunk (engine/population.py), each row's trial (k,) long, on the
+        device: `broadcast` gives a row its trial's value of a `TrialValues`; else None."""
         self._xy: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._gen = torch.Generator()  # reseeded per draw: manual_seed resets its whole state
         self._prefixes: np.ndarray | list[int] | None = None
@@ -266,11 +280,29 @@ class CohortBatch:
         g, randperm, reseed = self._gen, torch.randperm, self._gen.manual_seed  # the loop's names, looked up once
         perms: list[torch.Tensor] = []
         append = perms.append
+        if self.trials is not None:  # a population's rows: trials of one seed draw the same, drawn once
+            return self._shared_permutations(drawing, per_step)
         for i in drawing:
             n = self.sizes[i]
             for seeds in per_step:
                 reseed(seeds[i])  # type: ignore[index]
                 append(randperm(n, generator=g))
+        return perms
+
+    def _shared_permutations(self, drawing: list[int], per_step: list) -> list[torch.Tensor]:
+        """`_permutations` where rows may repeat a generator's seed (a population's trials of
+        one seed: the same client, round and step): each (seed, n_i) drawn once."""
+        g, randperm, reseed = self._gen, torch.randperm, self._gen.manual_seed
+        drawn: dict[tuple[int, int], torch.Tensor] = {}
+        perms: list[torch.Tensor] = []
+        for i in drawing:
+            n = self.sizes[i]
+            for seeds in per_step:
+                key = (seeds[i], n)
+                if key not in drawn:
+                    reseed(seeds[i])
+                    drawn[key] = randperm(n, generator=g)
+                perms.append(drawn[key])
         return perms
 
     def _seed_rows(self, drawing: list[int], steps: range, stream: int) -> torch.Tensor:
@@ -483,10 +515,11 @@ class CohortBatch:
         the task allows (`Task.batched_loss_step_`)."""
         return LossGradient(self, scale)
 
-    def local_sgd(self, w: torch.Tensor, steps: int, lr: float, batch_size: int | None,
+    def local_sgd(self, w: torch.Tensor, steps: int, lr: float | torch.Tensor, batch_size: int | None,
                   direction: Callable[[torch.Tensor, Batch, int], torch.Tensor], snapshot_at: int | None = None,
                   stream: int = 0):
-        """`algorithms.base.local_sgd` for k clients: w (k, dim) <- w - lr * direction(w, batch, t).
+        """`algorithms.base.local_sgd` for k clients: w (k, dim) <- w - lr * direction(w, batch, t);
+        `lr` a number, or each row's (k,) in a population's chunk (`settings.row_scalar`).
         The iterate is a copy of w updated in place (w itself is left as it is); the batches
         of several steps are gathered at once (`gather`, within `gather_bytes`)."""
         w = w.clone(memory_format=torch.contiguous_format)
@@ -495,6 +528,8 @@ class CohortBatch:
         for t, batch in self.batches(steps, batch_size, stream):
             if step_ is not None:
                 step_(w, batch, lr)
+            elif isinstance(lr, torch.Tensor):  # a population's per-row step sizes (k,)
+                w.sub_(direction(w, batch, t) * row_scalar(lr, w))
             else:
                 w.sub_(direction(w, batch, t), alpha=lr)
             if snapshot_at is not None and t + 1 == snapshot_at:
@@ -550,8 +585,12 @@ class CohortBatch:
                                "round ran them in other chunks")
         return kept[1]
 
-    def broadcast(self, w: torch.Tensor) -> torch.Tensor:
-        """One model (dim,) as k rows (a view, no copy)."""
+    def broadcast(self, w: torch.Tensor | TrialValues) -> torch.Tensor:
+        """One model (dim,) as k rows (a view, no copy); in a population's chunk, a
+        `TrialValues` as each row's trial's model (one `index_select`)."""
+        if isinstance(w, TrialValues):
+            assert self.trials is not None, "a TrialValues payload outside a population's chunk"
+            return w.stacked.index_select(0, self.trials)
         return w.unsqueeze(0).expand(self.k, -1)
 
     @staticmethod

@@ -75,6 +75,9 @@ class ComFedL(Algorithm):
     Settings = ComFedLSettings
     contributions = {"robust_value": {"f": VALUE}, "local": {"w": update("w"), "count": WEIGHT}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
+    population_phases = frozenset({"local"})
+    """A population's trials run its local steps as rows of one chunk (engine/population.py)."""
+    row_settings = frozenset({"lr", "gamma"})
 
     def __init__(self, settings, task):
         super().__init__(settings, task)

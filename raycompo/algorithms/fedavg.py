@@ -41,6 +41,9 @@ class FedAvg(Algorithm):
     FedAsync run the same local phase)."""
     contributions = {"local": {"nw": update("w", weight="n"), "n": WEIGHT}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
+    population_phases = frozenset({"local"})
+    """A population's trials run its local steps as rows of one chunk (engine/population.py)."""
+    row_settings = frozenset({"lr"})
 
     def server_round(self, ctx, w, state):
         cohort = ctx.sample(self.s.cohort_size(ctx.n_clients))

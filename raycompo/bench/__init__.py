@@ -34,6 +34,8 @@
                inline, synthetic): how the round's work grows with m, counted, not timed
   sampler      milliseconds to draw a cohort's mini-batches: a randperm per client and step vs the
                keyed sampler's one call for the chunk (--sampler keyed), on the CPU (and CUDA)
+  population   a grid of step sizes (x seeds) run one trial after another vs as one population
+               (their local steps as rows of one batched computation), and their rows' difference
 
 Each is a module `raycompo.bench.<NAME>` with a `main(argv)`.
 """
@@ -61,6 +63,7 @@ BENCHMARKS: dict[str, str] = {
     "gpu": "raycompo.bench.gpu",
     "ops": "raycompo.bench.ops",
     "sampler": "raycompo.bench.sampler",
+    "population": "raycompo.bench.population",
 }
 
 #: what `python -m raycompo.bench -ARGS` (options and no NAME) runs, as the README quotes it

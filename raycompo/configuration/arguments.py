@@ -35,6 +35,7 @@ KINDS = {
     "choice": "one of",
     "names": "a name or a list of names, each one of",
     "strings": "a list of non-empty strings",
+    "seeds": "a non-empty list of distinct integers >= 0",
     "specs": "a list (maybe empty) of specs ('package.module:ClassName', 'path/to/file.py:ClassName') or classes",
     "mapping": "a dict with string keys",
     "path": "a path (a str or a pathlib.Path)",
@@ -176,6 +177,8 @@ _ADMITS = {
     "names": lambda arg, v: (isinstance(v, str) and v in arg.choices)
     or (_is_list(v) and all(isinstance(n, str) and n in arg.choices for n in v)),
     "strings": lambda arg, v: _is_list(v) and len(v) > 0 and all(_is_str(s) for s in v),
+    "seeds": lambda arg, v: _is_list(v) and len(v) > 0 and len(set(v)) == len(v)
+    and all(_is_int(Arg(("int",), at_least=0), s) for s in v),
     "specs": lambda arg, v: _is_list(v) and all(_is_str(s) or isinstance(s, type) for s in v),
     "mapping": lambda arg, v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v),
     "path": lambda arg, v: _is_path(v),

@@ -159,7 +159,6 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
         # The chunk's contexts, states and bookkeeping are built and written back with a
         # constant number of Python calls, whatever its k (issue 41): no call per client.
         ids = [cid for cid, _ in chunk]
-        mults = [m for _, m in chunk]
         ctxs, sizes = host.contexts(ids, round_, dispatch)
         states = host.chunk_states(ids, ctxs)
         residuals: list[dict[str, Any]] = []
@@ -182,22 +181,33 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
             members = [(cid, host.exchange_number(cid, round_)) for cid, _ in chunk]
             out, residuals, encoded = uplink.apply(phase, round_, members, out, payload, residuals, batched=True)
             new_states = [with_residuals(st, res) for st, res in zip(new_states, residuals)]
-        if costs is not None:
-            after = samples_read_many(datas)
-            costs.add_many(ids, mults, [(a - b) * m for a, b, m in zip(after, read, mults)],
-                           member_sizes(out, len(chunk)), [n * m for n, m in zip(calls, mults)], encoded)
-        host.keep_states(ids, new_states)
-        if reduce:
-            for key, value in out.items():
-                result[key] = _weighted_sum(value, mults, result.get(key))
-        else:  # one copy off the device per stacked value, then each client's row of its own
-            moved = {key: value.detach().cpu() if isinstance(value, torch.Tensor) else value
-                     for key, value in out.items()}
-            for i, (cid, _) in enumerate(chunk):
-                result[cid] = {key: _on_cpu(value[i]) for key, value in moved.items()}
-                if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/watch/per_client.py)
-                    result[cid][N_SAMPLES_KEY] = n_samples(ctxs[i].data)
+        book_chunk(host, phase, chunk, ctxs, out, new_states, reduce, result, costs, read, calls, encoded)
     return result
+
+
+def book_chunk(host: Any, phase: str, chunk: list[tuple[int, int]], ctxs: list[Any], out: dict[str, Any],
+               new_states: Any, reduce: bool, result: dict[Any, Any], costs: MemberCosts | None, read: list[int],
+               calls: list[int], encoded: dict[str, list[int]]) -> None:
+    """A chunk's answer booked in `host`: its members' costs (samples read since `read`,
+    contribution sizes, oracle `calls`), their new states kept, and their contributions
+    summed into `result` (reduce) or put there client by client."""
+    ids = [cid for cid, _ in chunk]
+    mults = [m for _, m in chunk]
+    if costs is not None:
+        after = samples_read_many([c.data for c in ctxs])
+        costs.add_many(ids, mults, [(a - b) * m for a, b, m in zip(after, read, mults)],
+                       member_sizes(out, len(chunk)), [n * m for n, m in zip(calls, mults)], encoded)
+    host.keep_states(ids, new_states)
+    if reduce:
+        for key, value in out.items():
+            result[key] = _weighted_sum(value, mults, result.get(key))
+    else:  # one copy off the device per stacked value, then each client's row of its own
+        moved = {key: value.detach().cpu() if isinstance(value, torch.Tensor) else value
+                 for key, value in out.items()}
+        for i, (cid, _) in enumerate(chunk):
+            result[cid] = {key: _on_cpu(value[i]) for key, value in moved.items()}
+            if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/watch/per_client.py)
+                result[cid][N_SAMPLES_KEY] = n_samples(ctxs[i].data)
 
 
 def member_sizes(out: dict[str, Any], k: int) -> dict[str, tuple[int, int]] | list[dict[str, tuple[int, int]]]:

@@ -81,8 +81,9 @@ def start_driver(resolved: Resolved, backend: Backend, where: str = "actor", nam
     where the Ray pool's host actors come from (engine/host_actors.py; default: started
     for the run); it lives in this process, so it needs `where="local"`."""
     run = run or namespace
-    if not backend.uses_ray:
-        return Federation(resolved, pool_factory(backend.name), run=run)
+    if not backend.uses_ray:  # (`hosts` here: a population's seat, engine/population.py)
+        factory = pool_factory(backend.name)
+        return Federation(resolved, factory if hosts is None else functools.partial(factory, hosts=hosts), run=run)
     fed = _start_on_ray(resolved, backend, where, namespace, placement_group, run, hosts)
     dashboard_start.actors_started()  # the dashboard waited for the run's actors (engine/dashboard_start.py)
     return fed

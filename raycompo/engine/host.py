@@ -32,6 +32,7 @@ from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.ledger import MemberCosts, count_by_key, samples_read
 from raycompo.engine.state_store import StateStore
 from raycompo.engine.transforms import make_uplink
+from raycompo.engine.trial_data import TrialData, sharable
 from raycompo.engine.uncounted import UncountedReads
 from raycompo.problems.oracle import metering
 from raycompo.seeding import client_prefix, generator_from
@@ -196,6 +197,21 @@ class Host:
         self.uplink: Uplink | None = make_uplink(r, self.algorithm)
         self._exchanges: dict[int, int] = {}
         self._exchanges_round = -1
+
+    def share_data(self, other: Host) -> bool:
+        """Read client data from `other`'s cache where they are the very same data (the same
+        `data_key`, both with or both without a slab, plain `ClientData`): the trials of one
+        seed in a population (engine/population.py) keep one copy of the samples, each with
+        counters of its own (`TrialData`). True where shared."""
+        if other._data_key != self._data_key or (other.clients.rows is None) != (self.clients.rows is None):
+            return False
+        shared = other.clients.shared if isinstance(other.clients, TrialData) else other.clients
+        if not len(self.client_ids) or not sharable(shared.get(self.client_ids[0])):
+            return False
+        if not isinstance(other.clients, TrialData):
+            other.clients = TrialData(shared)
+        self.clients = TrialData(shared)
+        return True
 
     def exchange_number(self, cid: int, round_: int) -> int:
         """Client cid's count of transformed exchanges before this one in round `round_`

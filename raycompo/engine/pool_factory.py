@@ -19,15 +19,16 @@ def _ray_pool(resolved: Resolved, namespace: str | None = None, placement_group:
     return RayPool(resolved, namespace=namespace, placement_group=placement_group, run=run, hosts=hosts)
 
 
-def _inline_pool(resolved: Resolved, **_: Any) -> Pool:
-    return InlinePool(resolved)
+def _inline_pool(resolved: Resolved, hosts: Any = None, **_: Any) -> Pool:
+    """An `InlinePool`; with `hosts`, a seat of a population (engine/population.py): its pool."""
+    return InlinePool(resolved) if hosts is None else hosts.inline_pool(resolved)
 
 
 POOLS: dict[str, Callable[..., Pool]] = {"ray": _ray_pool, "inline": _inline_pool}
 """Backend name (`raycompo.configuration.backends.REGISTRY`) -> (resolved, namespace=None,
 placement_group=None, run=None, hosts=None) -> Pool; `run` names the run in the host
-actors' repr; `hosts`: where a Ray pool's host actors come from (engine/host_actors.py),
-ignored by other backends."""
+actors' repr; `hosts`: where a Ray pool's host actors come from (engine/host_actors.py), or
+an inline run's seat in a population (engine/population.py: its pool meets the others')."""
 
 
 def pool_factory(backend: str) -> Callable[..., Pool]:

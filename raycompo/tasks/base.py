@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from raycompo.models import FlatModel
 from raycompo.problems.oracle import wrap_oracles
+from raycompo.settings import row_scalar
 from raycompo.tasks.sampler import keyed_draw
 from raycompo.tasks.slab import SlabPlace
 
@@ -266,12 +267,15 @@ class Task:
             (g,) = torch.autograd.grad(f, w_, grad_outputs=v)
         return g, f.detach()
 
-    def batched_loss_step_(self, w: torch.Tensor, batch: Any, lr: float, scale: Any = None) -> None:
+    def batched_loss_step_(self, w: torch.Tensor, batch: Any, lr: float | torch.Tensor, scale: Any = None) -> None:
         """One local step of k clients in place: w (k, dim) <- w - lr * g, g the gradients
         of `batched_loss_grad(w, batch, scale)`. By default exactly that; a task whose
         model backpropagates by hand fuses the update into the gradient's product."""
         g, _ = self.batched_loss_grad(w, batch, scale)
-        w.sub_(g, alpha=lr)
+        if isinstance(lr, torch.Tensor):  # a population's per-row step sizes (k,)
+            w.sub_(g * row_scalar(lr, g))
+        else:
+            w.sub_(g, alpha=lr)
 
     def batched_sample_losses(self, w: torch.Tensor, batch: Any) -> torch.Tensor:
         """k clients' per-sample losses at once: w (k, dim), a padded `Batch` -> (k, B),
@@ -413,7 +417,7 @@ class ClassificationTask(Task):
             g, losses = _logit_grad(logits, batch.y, weigh)
             return pullback(g), losses
 
-    def batched_loss_step_(self, w: torch.Tensor, batch: Any, lr: float, scale: Any = None) -> None:
+    def batched_loss_step_(self, w: torch.Tensor, batch: Any, lr: float | torch.Tensor, scale: Any = None) -> None:
         """With a model that backpropagates by hand: the logits' gradient written out as in
         `batched_sample_grad`, weighed by v_i mask_ib / n_i (v = scale(f), or 1 without a
         scale: then no loss is computed, only the softmax), and the update w -= lr * g
@@ -432,6 +436,9 @@ class ClassificationTask(Task):
                     return (scale(f) / batch.count).unsqueeze(1) * batch.mask
 
                 g, _ = _logit_grad(logits, batch.y, weigh)
+            if isinstance(lr, torch.Tensor):  # a population's per-row step sizes (k,): g's rows scaled
+                g.mul_(row_scalar(lr, g))
+                lr = 1.0
             pullback.add_(g, -lr)
         return None
 

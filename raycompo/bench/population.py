@@ -1,0 +1,110 @@
+"""A grid of trials run one after another vs as one population (issue 42).
+
+    python -m raycompo.bench population [--algos fedavg comfedl] [--workload synthetic]
+        [--rounds 40] [--clients 200] [--m 100] [--seeds 1] [--threads 1] [--eval-every 10]
+
+For each algorithm, the grid of its step sizes (`GRIDS`: 8 each; two of ComFedL's diverge
+on `synthetic`) times `--seeds` seeds, on the inline backend with vectorized cohorts:
+
+* `alone`: each trial a run of its own, one after the other (`raycompo.run`'s engine);
+* `population`: the same trials as one population (`engine/population.py`): their local
+  steps as rows of one batched computation, each trial its own run and rows.
+
+It prints the wall seconds of each and their ratio, the trials' statuses (diverged ones
+included) and the largest relative difference of any trial's last-row metrics between the
+two (the population's rows equal the trials alone to float rounding). Workloads as
+`bench cohort`'s (`logistic-784`: 784 x 10 logistic regression, tau 5, batch 32;
+`synthetic`: FedProx's Synthetic(1, 1), 60 features). Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from typing import Any
+
+from raycompo.bench.cohort import ALGOS, WORKLOADS
+from raycompo.configuration.config import RunConfig
+
+GRIDS = {
+    "fedavg": [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0],
+    "comfedl": [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 1.0, 5.0],
+}
+"""Step sizes per algorithm (ComFedL at gamma 10, as `bench cohort`)."""
+
+
+def configs(algo: str, workload: str, rounds: int, clients: int, m: int, seeds: int, eval_every: int) -> list[RunConfig]:
+    base = {**WORKLOADS[workload], **ALGOS[algo], "n_clients": clients, "clients_per_round": m}
+    return [RunConfig(task="synthetic", algo=algo, rounds=rounds, seed=seed, eval_every=eval_every, eval_clients=20,
+                      backend="inline", vectorize="on", settings={**base, "lr": lr})
+            for seed in range(seeds) for lr in GRIDS[algo]]
+
+
+def last_values(result: Any) -> dict[str, float]:
+    row = result.metrics.iloc[-1]
+    return {k: float(v) for k, v in row.items() if "loss" in k or "acc" in k}
+
+
+def largest_difference(alone: list[Any], together: list[Any]) -> float:
+    worst = 0.0
+    for a, b in zip(alone, together):
+        va, vb = last_values(a), last_values(b)
+        for key, x in va.items():
+            y = vb.get(key, math.nan)
+            if math.isfinite(x) and math.isfinite(y):
+                worst = max(worst, abs(x - y) / max(abs(x), 1e-3))
+    return worst
+
+
+def measure(cfgs: list[RunConfig]) -> dict[str, Any]:
+    from raycompo.engine import runner
+    from raycompo.engine.population import run_population
+
+    t0 = time.perf_counter()
+    alone = [runner.run(c) for c in cfgs]
+    t1 = time.perf_counter()
+    together, population = run_population([lambda seat, c=c: runner.run(c, hosts=seat) for c in cfgs])
+    t2 = time.perf_counter()
+    failed = [r for r in together if isinstance(r, BaseException)]
+    if failed:
+        raise failed[0]
+    return {"alone_s": t1 - t0, "population_s": t2 - t1, "exchanges_together": population.together,
+            "statuses_alone": [r.status for r in alone], "statuses": [r.status for r in together],
+            "difference": largest_difference(alone, together)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m raycompo.bench population", description=__doc__.split("\n\n")[0])
+    p.add_argument("--algos", nargs="+", default=list(GRIDS), choices=list(GRIDS))
+    p.add_argument("--workload", default="synthetic", choices=list(WORKLOADS))
+    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--clients", type=int, default=200)
+    p.add_argument("--m", type=int, default=100, help="clients per round")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per step size")
+    p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: on a shared machine more "
+                   "threads measure the other processes' load)")
+    args = p.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    print(f"{args.workload}: {args.clients} clients, {args.m} a round, {args.rounds} rounds, {args.seeds} seed(s) "
+          f"per step size, inline vectorized")
+    print(f"{'algorithm':<10} {'trials':>6} {'alone s':>9} {'population s':>13} {'speed-up':>9} "
+          f"{'diverged':>9} {'max rel diff':>13}")
+    for algo in args.algos:
+        cfgs = configs(algo, args.workload, args.rounds, args.clients, args.m, args.seeds, args.eval_every)
+        r = measure(cfgs)
+        same = r["statuses"] == r["statuses_alone"]
+        diverged = f"{r['statuses'].count('diverged')}{'' if same else ' (!)'}"
+        print(f"{algo:<10} {len(cfgs):>6} {r['alone_s']:>9.1f} {r['population_s']:>13.1f} "
+              f"{r['alone_s'] / r['population_s']:>8.2f}x {diverged:>9} {r['difference']:>13.1e}")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""A population (raycompo/engine/population.py, issue 42): P trials that differ in scalar
+settings or seeds run side by side, their local steps as rows of one batched computation,
+each trial's rows those of the trial run alone (1e-5), diverging trials included."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import raycompo
+from raycompo.configuration.config import RunConfig
+from raycompo.engine import runner
+from raycompo.engine.population import batchable, client_groups, run_population
+from raycompo.engine.rendezvous import Rendezvous, RendezvousTimeout
+from raycompo.errors import ConfigError
+
+SMALL = {"n_clients": 24, "clients_per_round": 8, "tau": 3}
+
+
+def config(algo: str, seed: int = 0, **settings) -> RunConfig:
+    return RunConfig(task="synthetic", algo=algo, rounds=3, seed=seed, backend="inline", vectorize="on",
+                     eval_clients=6, settings={**SMALL, **settings})
+
+
+def together(cfgs: list[RunConfig]):
+    results, population = run_population([lambda seat, c=c: runner.run(c, hosts=seat) for c in cfgs])
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results, population
+
+
+def assert_same_rows(alone, pop, rtol: float = 1e-5) -> None:
+    assert alone.status == pop.status
+    a, b = alone.metrics, pop.metrics
+    assert list(a.columns) == list(b.columns) and len(a) == len(b)
+    for col in a.columns:
+        if "time" in col or a[col].dtype.kind not in "fiu":
+            continue
+        x, y = a[col].to_numpy(float), b[col].to_numpy(float)
+        same = (abs(x - y) <= rtol * (abs(x) + 1e-3)) | ((x != x) & (y != y))
+        assert same.all(), (col, x, y)
+
+
+def test_fedavg_step_sizes_run_as_one_computation_with_each_trials_rows():
+    cfgs = [config("fedavg", lr=lr) for lr in (0.02, 0.05, 0.1)]
+    results, population = together(cfgs)
+    assert population.together == 3  # every round's local steps: one computation of the three trials
+    for cfg, pop in zip(cfgs, results):
+        alone = runner.run(cfg)
+        assert_same_rows(alone, pop)
+        for cost in ("samples", "values_up", "bytes_up", "exchanges"):  # each trial's own costs, exactly
+            assert alone.metrics[cost].tolist() == pop.metrics[cost].tolist()
+
+
+def test_comfedl_gamma_and_step_size_per_row_and_a_diverging_trial_leaves_the_others_alone():
+    cfgs = [config("comfedl", lr=0.002, gamma=1.0), config("comfedl", lr=5.0, gamma=0.5),
+            config("comfedl", lr=0.005, gamma=2.0)]
+    results, population = together(cfgs)
+    assert population.together >= 1
+    assert [r.status for r in results] == ["completed", "diverged", "completed"]
+    for cfg, pop in zip(cfgs, results):
+        assert_same_rows(runner.run(cfg), pop)
+
+
+def test_seeds_as_one_population_through_the_api(tmp_path):
+    kw = dict(rounds=3, settings={**SMALL, "lr": 0.05}, vectorize="on", eval_clients=6)
+    seen: list[int] = []
+    results = raycompo.run("synthetic", "fedavg", seeds=[0, 3], out=tmp_path, on_row=lambda row: seen.append(row["seed"]),
+                           **kw)
+    assert [r.config["seed"] for r in results] == [0, 3]
+    assert [r.out for r in results] == [str(tmp_path / "seed-0"), str(tmp_path / "seed-3")]
+    assert sorted(set(seen)) == [0, 3] and len(seen) == 8  # rounds 0-3 of each seed
+    for s, pop in zip((0, 3), results):
+        assert (tmp_path / f"seed-{s}" / "metrics.csv").is_file()
+        assert_same_rows(raycompo.run("synthetic", "fedavg", seed=s, **kw), pop)
+
+
+def test_an_algorithm_without_a_population_form_runs_its_trials_apart_in_lockstep():
+    cfgs = [config("ditto", lr=lr) for lr in (0.02, 0.05)]
+    results, population = together(cfgs)
+    assert population.together == 0
+    for cfg, pop in zip(cfgs, results):
+        assert_same_rows(runner.run(cfg), pop, rtol=0.0)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(backend="ray"), "backend='inline'"),
+    (dict(progress=True), "progress"),
+])
+def test_seeds_refuses_what_a_population_cannot_do(bad, message):
+    with pytest.raises(ConfigError, match=message):
+        raycompo.run("synthetic", "fedavg", rounds=1, seeds=[0, 1], **bad)
+
+
+@pytest.mark.parametrize("seeds", [[], [1, 1], [-1], ["a"]])
+def test_bad_seeds_are_named(seeds):
+    with pytest.raises(ConfigError, match="seeds"):
+        raycompo.run("synthetic", "fedavg", rounds=1, seeds=seeds)
+
+
+def test_a_structural_difference_is_not_batched():
+    from raycompo.configuration.config import resolve
+    from raycompo.engine.pools import InlinePool
+    from raycompo.engine.population import Request
+
+    a = InlinePool(resolve(config("fedavg", lr=0.1)))
+    b = InlinePool(resolve(config("fedavg", lr=0.2)))
+    c = InlinePool(resolve(config("fedavg", tau=4)))
+    req = Request("local", 0, {0: 1}, {"w": a.host.task.init_weights()}, True, True, 0, False)
+    assert batchable(a.host, req, b.host, req)
+    assert not batchable(a.host, req, c.host, req)  # tau: a structure, not a per-row setting
+    assert not batchable(a.host, req, b.host, Request(**{**vars(req), "round_": 1}))
+    assert client_groups([{0: 1, 2: 1}, {1: 1, 2: 1}], rows=4) == [[0, 1], [2]]
+
+
+def test_rendezvous_answers_everyone_at_once_and_goes_on_without_who_left():
+    seen: list[dict] = []
+    rv = Rendezvous(3, lambda reqs: (seen.append(dict(reqs)), {m: r * 10 for m, r in reqs.items()})[1], timeout=10)
+    out: dict[int, int] = {}
+
+    def member(m: int, value: int) -> None:
+        out[m] = rv.call(m, value)
+
+    threads = [threading.Thread(target=member, args=(m, m + 1)) for m in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    assert not seen  # member 2 has not come yet
+    rv.leave(2)
+    for t in threads:
+        t.join(5)
+    assert out == {0: 10, 1: 20} and seen == [{0: 1, 1: 2}]
+
+
+def test_rendezvous_never_waits_forever():
+    rv = Rendezvous(2, lambda reqs: dict(reqs), timeout=0.2)
+    with pytest.raises(RendezvousTimeout, match=r"members \[1\]"):
+        rv.call(0, "x")
