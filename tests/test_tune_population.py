@@ -354,3 +354,36 @@ def test_a_grid_sweep_groups_its_points_by_structure(tmp_path, ray_session, caps
     )
     assert len(pd.read_csv(out / "trials.csv")) == 7
     assert "populations: 2 of up to 4 trials (fedavg: 2)" in capsys.readouterr().err  # 4 + 3
+
+
+@pytest.mark.slow
+def test_a_resumed_sweep_asks_populations_as_it_started_and_runs_no_trial_twice(
+    tmp_path, ray_session
+):
+    import pandas as pd
+
+    from raycompo.tune.cli import main
+
+    space = tmp_path / "small.yaml"
+    space.write_text(
+        "task: dro-mnist5k\nrounds: 1\nsamples: 4\nalgorithms:\n  fedavg: {lr: [0.001, 0.01, 0.1], tau: [1, 5]}\n"
+    )
+    out = tmp_path / "s"
+    argv = [
+        "--space",
+        str(space),
+        "--population",
+        "3",
+        "--out",
+        str(out),
+        "--stop-after",
+        "2",
+        "--max-concurrent",
+        "1",
+    ]
+    assert main([*argv, "--quiet"]) == 130
+    assert 2 <= len(pd.read_csv(out / "trials.csv")) < 4
+    assert main(["--resume", str(out), "--quiet"]) == 0
+    trials = pd.read_csv(out / "trials.csv")
+    assert len(trials) == 4 and len({(r.lr, r.tau) for r in trials.itertuples()}) == 4
+    assert json.loads((out / "sweep.json").read_text())["population"] == 3
