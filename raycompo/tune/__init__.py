@@ -4,6 +4,8 @@
 * `trainable`  one Tune trial = one whole federation (`raycompo.engine.run`) in a
                placement group: a bundle for the driver and one per client host;
 * `searchers`  the grid as a list, and Optuna TPE that never runs a config twice;
+* `batched_search`  Optuna asked a population of P configurations at a time (ask/tell);
+* `population` which trials may share a population (`population_key`, `group_populations`);
 * `sweep`      one Tune run per algorithm, recorded in one result folder, resumable;
 * `results`    trials.csv, metrics.parquet, best.json;
 * `cli`        the command line.

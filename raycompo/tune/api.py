@@ -58,6 +58,7 @@ def tune_arguments() -> dict[str, Arg]:
         **{k: shared[k] for k in ("settings", "backend", "cpus_per_actor", "gpus_per_actor", "out", "address",
                                   "tracker", "system")},
         "budget": Arg(("mapping",), none=True),
+        "population": Arg(("int", "choice"), at_least=1, choices=("auto",), none=True),
     }
 
 
@@ -89,6 +90,7 @@ def tune(
     rank_at: str | None = None,
     system: str | Path | None = None,
     budget: Mapping[str, float] | None = None,
+    population: int | str | None = None,
 ) -> SweepResult:
     """Sweep a search space with Ray Tune (+ Optuna) and return the trials and the best
     settings, as `python -m raycompo.tune` does.
@@ -115,6 +117,11 @@ def tune(
         other RunConfig option of the engine (an aggregation, its `buffer` K and
         `concurrency` C), as top-level keys, and sweeps them under an algorithm like any
         hyperparameter (`raycompo.tune.space`); each trial's `command` repeats them.
+    population: trials per population (`raycompo.tune.population`: trials that share every
+        structural setting and differ only in float settings such as lr), an integer >= 1 or
+        'auto'; Optuna is asked that many configurations at a time (batched ask/tell) and, with
+        quiet=False, the sweep prints how its trials group. None: one at a time, as before.
+        Each trial still runs on its own.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
     from raycompo.tune.results import SweepStore
     from raycompo.tune.space import space_from_dict
@@ -134,6 +141,7 @@ def tune(
         algorithms=list(algorithms) if algorithms else None, settings=dict(settings or {}),
         out=None if out is None else str(out), rank_at=rank_at, system=None if system is None else str(system),
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  # checked by resolve
+        population=population,
     )
     space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed)
     ensure_ray(address, num_cpus)

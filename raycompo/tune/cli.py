@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(trials with a simulated system)")
     p.add_argument("--scheduler", choices=SCHEDULERS, default="none",
                    help="asha: stop poor trials early (ASHA on the rounds)")
+    p.add_argument("--population", default=None, metavar="P",
+                   help="trials per population (equal but for float settings such as lr, gamma): an integer >= 1 "
+                        "or 'auto'; Optuna is asked P configurations at a time and the sweep prints how its trials "
+                        "group (each trial still runs on its own). Default: one at a time, as before")
     p.add_argument("--max-concurrent", type=int, default=None,
                    help="trials run at once (default: as many as the CPUs/GPUs fit)")
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
@@ -130,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         hosts_per_trial=args.hosts_per_trial, driver_cpus=args.driver_cpus, cpus_per_actor=args.cpus_per_actor,
         gpus_per_actor=args.gpus_per_actor, full=args.full, data_dir=args.data_dir, seed=args.seed,
         algorithms=args.algos, out=args.out, reuse_actors=not args.no_reuse_actors,
-        reuse_hosts=not args.no_reuse_hosts, rank_at=args.rank_at,
+        reuse_hosts=not args.no_reuse_hosts, rank_at=args.rank_at, population=args.population,
     )
     try:
         opts.settings = parse_sets(args.sets)

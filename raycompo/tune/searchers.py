@@ -6,6 +6,10 @@
   answered from its recorded result instead of being run again, and the wrapped searcher
   is asked for another. When it keeps proposing known configs the space is exhausted and
   the search ends (FINISHED), so no configuration ever runs twice.
+* `PerAlgorithmSearcher` runs one searcher per algorithm and records the configs it hands to
+  Tune with the population each came from (`handed`), which `raycompo.tune.population` groups.
+
+Optuna asked a population at a time (`--population P`) is `batched_search.BatchedOptunaSearch`.
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ class UniqueSearcher(Searcher):
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return self.inner.set_search_properties(metric, mode, config, **spec)
 
+    @property
+    def batch(self) -> int:
+        """The population of the inner searcher's last suggestion (0 when it asks one at a time)."""
+        return getattr(self.inner, "batch", 0)
+
     def suggest(self, trial_id: str):
         for _ in range(self.max_tries):
             self._n += 1
@@ -93,7 +102,9 @@ class UniqueSearcher(Searcher):
 class PerAlgorithmSearcher(Searcher):
     """One Tune run for all algorithms: each algorithm has its own searcher and trial
     budget; suggestions go round-robin over the algorithms and carry an `algorithm` key.
-    Results go back to the searcher of the trial's algorithm."""
+    Results go back to the searcher of the trial's algorithm. `handed` lists (batch, config)
+    of every config handed to Tune, in order: `batch` is the population that the algorithm's
+    searcher asked it in (its `batch` attribute; 0 for a searcher that has none)."""
 
     KEY = "algorithm"
 
@@ -103,6 +114,7 @@ class PerAlgorithmSearcher(Searcher):
         self.budgets = dict(budgets)
         self._owner: dict[str, str] = {}
         self._turn = 0
+        self.handed: list[tuple[int, dict[str, Any]]] = []
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True
@@ -122,6 +134,7 @@ class PerAlgorithmSearcher(Searcher):
             self._turn = (self._turn + i + 1) % max(1, len(algos))
             self.budgets[algo] -= 1
             self._owner[trial_id] = algo
+            self.handed.append((getattr(self.searchers[algo], "batch", 0), {self.KEY: algo, **config}))
             return {self.KEY: algo, **config}
         if all(self.budgets.get(a, 0) <= 0 for a in self.searchers):
             return Searcher.FINISHED

@@ -8,6 +8,11 @@ configuration twice. One Tune run (not one per algorithm) lets trials of differe
 algorithms run side by side and reuse the same trial actors (`reuse_actors`: the process,
 its imports and its cached data partition survive from one trial to the next).
 
+`--population P` (tune/population.py, issue 42): Optuna is asked P configurations at a time
+(`BatchedOptunaSearch`, ask/tell) and the sweep prints how the trials it ran group into
+populations (trials sharing every structural setting); each trial still runs on its own.
+Without it, the sweep runs and records as before (sweep.json has no `population`).
+
 A `Recorder` callback (in this process) collects each trial's rows and writes them when
 the trial ends, and prints one progress line per finished trial.
 
@@ -35,6 +40,12 @@ from raycompo.configuration.backends import get_backend
 from raycompo.configuration.plugins import loaded
 from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
+from raycompo.tune.population import (
+    auto_population,
+    check_population,
+    describe_populations,
+    populations_handed,
+)
 from raycompo.tune.results import SweepStore, _num, best_table, command_line
 from raycompo.tune.searchers import ListSearcher, PerAlgorithmSearcher, UniqueSearcher, point_key
 from raycompo.tune.space import (
@@ -86,6 +97,10 @@ class SweepOptions:
     """A simulated system for every trial (`--system`), over the space's `system` key."""
     budget: dict[str, float] | None = None
     """A cost budget for every trial (`--budget KEY=VALUE`), over the space's `budget` key."""
+    population: int | str | None = None
+    """`--population P`: trials per population (tune/population.py), an integer >= 1 or 'auto';
+    Optuna is asked P configurations at a time. None (default): one at a time, as before
+    populations, and sweep.json unchanged. Each trial still runs on its own for now."""
 
 
 @dataclass
@@ -128,6 +143,7 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         raise ConfigError(f"--rounds must be >= 1, got {opts.rounds}")
     if opts.max_concurrent is not None and opts.max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be >= 1, got {opts.max_concurrent}")
+    population = check_population(opts.population)
     space = space if space is not None else load_space(opts.space)
     for key in opts.settings:
         swept = [a for a in space.algorithms if key in space.algorithms[a]]
@@ -156,7 +172,8 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
     if store.exists() or store.trials_path.exists():
         raise ConfigError(f"{out} already holds a sweep; continue it with --resume {out}, or choose another --out")
     o = asdict(opts)
-    meta = {
+    del o["population"]  # recorded below only when given: sweep.json as before populations otherwise
+    meta: dict[str, Any] = {
         "space": space.to_dict(), "options": o, "algorithms": algos, "metric": metric, "mode": mode,
         "task": space.full_task if opts.full else space.task, "rounds": opts.rounds or space.rounds,
         "seed": space.seed if opts.seed is None else opts.seed,
@@ -164,6 +181,11 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         "rank_at": opts.rank_at,
     }
     meta["space"]["name"] = space.name
+    if population is not None:  # the grid's points or the Optuna samples of each algorithm: 'auto'
+        runs = {a: space.grid_size(a) if opts.search == "grid" else min(meta["samples"], space.grid_size(a))
+                for a in algos}
+        meta["population_asked"] = population
+        meta["population"] = auto_population(runs) if population == "auto" else population
     return space, meta, store
 
 
@@ -468,6 +490,9 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
                 progress.close()
         tune_path = grid.experiment_path
         interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
+        if "population" in meta and not quiet:
+            groups = populations_handed(searcher.handed, meta["population"], meta)
+            print(describe_populations(groups, meta["population"]), file=stream or sys.stderr, flush=True)
     return _outcome(space, meta, store, interrupted, counter["done"], tune_path)
 
 
@@ -529,6 +554,8 @@ def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
+    from raycompo.tune.batched_search import BatchedOptunaSearch
+
     opts = meta["options"]
     metric, mode = meta["metric"], meta["mode"]
     searchers: dict[str, Any] = {}
@@ -542,11 +569,16 @@ def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]
             continue
         dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.algorithms[algo].items()}
         finished = t["finished"]
-        inner = OptunaSearch(
-            space=dist, metric=metric, mode=mode, seed=opts.get("optuna_seed", 0),
-            points_to_evaluate=[p for p, _ in finished] or None,
-            evaluated_rewards=[v for _, v in finished] or None,
-        )
+        inner: Any
+        if meta.get("population", 1) > 1:  # a population of P configurations asked at once
+            inner = BatchedOptunaSearch(dist, metric=metric, mode=mode, population=meta["population"],
+                                        seed=opts.get("optuna_seed", 0), finished=finished)
+        else:
+            inner = OptunaSearch(
+                space=dist, metric=metric, mode=mode, seed=opts.get("optuna_seed", 0),
+                points_to_evaluate=[p for p, _ in finished] or None,
+                evaluated_rewards=[v for _, v in finished] or None,
+            )
         searchers[algo] = UniqueSearcher(inner, {point_key(p): v for p, v in finished}, metric=metric, mode=mode)
     return PerAlgorithmSearcher(searchers, {a: t["n"] for a, t in todo.items()}, metric=metric, mode=mode)
 

@@ -1,0 +1,146 @@
+"""Populations of trials (issue 42): the trials of a sweep that one batched computation can
+run side by side, one row per trial.
+
+The trials of a population share everything that changes shapes or control flow: the
+algorithm, the task, the rounds, the evaluation schedule, the seed (so the same random
+streams, keyed by (seed, client, round, step), draw the same cohorts and batches) and every
+structural setting. They differ only in *per-row* settings, scalars that only scale the
+arithmetic of a row: step sizes (lr, eta), moving-average and momentum weights (gamma,
+alpha), regularizations (lam, q), ...
+
+The rule (`per_row_settings`), read from the algorithm's Settings dataclass: a field whose
+declared type is exactly `float` is per-row; everything else is structural, namely integers
+(tau, p, I, batch sizes, the cohort size m, evaluation steps), strings (objective,
+normalizer), booleans (first_order), optional floats (None picks another code path:
+eval_lr, personal_lr), the task's settings (data, model) and the RunConfig fields a space
+sweeps (system, budget, compression, DP noise). A float that steers control flow in spite
+of its type is declared in CONTROL_FLOW_FLOATS, by the Settings class that declares it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from raycompo.algorithms.base import Algorithm
+from raycompo.errors import ConfigError
+
+T = TypeVar("T")
+
+CONTROL_FLOW_FLOATS: dict[str, tuple[str, ...]] = {
+    # beta < 1 adds the hybrid estimator's correction term (eq. 8); beta = 1 skips it
+    "raycompo.algorithms.feddro.FedDROSettings": ("beta",),
+    # CVaR keeps the ceil(alpha n) largest losses: alpha sets a shape
+    "raycompo.algorithms.fastdro.FastDROSettings": ("cvar_alpha",),
+}
+"""Settings class (module.qualname) -> its float fields that are structural all the same;
+a subclass inherits the entry."""
+
+AUTO_MAX = 32
+"""The largest population `--population auto` forms."""
+
+
+def per_row_settings(algo_cls: type[Algorithm]) -> frozenset[str]:
+    """The settings of `algo_cls` (an Algorithm class) that may differ within a population:
+    its Settings fields typed `float`, less CONTROL_FLOW_FLOATS (see the module docstring)."""
+    settings = algo_cls.Settings
+    hints = typing.get_type_hints(settings)
+    floats = {f.name for f in dataclasses.fields(settings) if hints.get(f.name) is float}
+    for klass in settings.__mro__:
+        floats -= set(CONTROL_FLOW_FLOATS.get(f"{klass.__module__}.{klass.__qualname__}", ()))
+    return frozenset(floats)
+
+
+def population_key(config: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The structural key of one trial: trials with equal keys may share a population.
+
+    `config`: the trial's config as the sweep's searcher hands it to Tune (`algorithm` and
+    the swept values of its point); `meta`: the sweep's meta (sweep.json: task, rounds, seed,
+    space). The values fixed for the whole sweep (`settings`, `--set`, the backend) are the
+    same for every trial and are not in the key."""
+    from raycompo.configuration.plugins import load
+
+    algo = config["algorithm"]
+    path = meta.get("space", {}).get("path")
+    per_row = per_row_settings(load("algorithm", algo, base_dir=_folder(path)))
+    structure = tuple(
+        (k, config[k]) for k in sorted(config) if k != "algorithm" and k not in per_row
+    )
+    return (
+        algo,
+        meta["task"],
+        meta["rounds"],
+        meta["seed"],
+        meta.get("space", {}).get("eval_every"),
+        structure,
+    )
+
+
+def _folder(path: str | None) -> str | None:
+    from pathlib import Path
+
+    return str(Path(path).parent) if path else None
+
+
+def group_populations(
+    points: Sequence[T], size: int, key: Callable[[T], Hashable]
+) -> list[list[T]]:
+    """`points` split into populations of at most `size` points with equal `key`s, in order:
+    a population lists its points in their order in `points`, and the populations come in
+    the order of their first points. Each key's points fill ceil(count / size) populations
+    (all full but its last)."""
+    if size < 1:
+        raise ValueError(f"a population holds at least 1 trial, got size {size}")
+    filling: dict[Hashable, list[T]] = {}
+    out: list[list[T]] = []
+    for point in points:
+        k = key(point)
+        group = filling.get(k)
+        if group is None or len(group) >= size:
+            group = filling[k] = []
+            out.append(group)
+        group.append(point)
+    return out
+
+
+def describe_populations(populations: Sequence[Sequence[Mapping[str, Any]]], size: int) -> str:
+    """One line: 'populations: 4 of up to 8 trials (fedavg: 2, comfedl: 2)', the count of
+    populations per algorithm in the order they first appear."""
+    per_algo: dict[str, int] = {}
+    for population in populations:
+        algo = str(population[0].get("algorithm", "?")) if population else "?"
+        per_algo[algo] = per_algo.get(algo, 0) + 1
+    counts = ", ".join(f"{a}: {n}" for a, n in per_algo.items())
+    return f"populations: {len(populations)} of up to {size} trial{'s' if size != 1 else ''} ({counts or 'none'})"
+
+
+def check_population(value: Any) -> int | str | None:
+    """`--population` / `population=` as given: None (not given: 1 trial per population, as
+    before populations), 'auto', or an integer >= 1 (a digit string is read as one).
+    Raises ConfigError otherwise."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"--population must be an integer >= 1 or 'auto', got {value!r}")
+    return value
+
+
+def auto_population(trials_per_algorithm: Mapping[str, int], limit: int = AUTO_MAX) -> int:
+    """`--population auto`: as many trials as the algorithm with the most trials to run
+    (its grid points or its Optuna samples), at most `limit`, at least 1. The engine that
+    runs a population will lower it to what the device's memory holds."""
+    return max(1, min(limit, max(trials_per_algorithm.values(), default=1)))
+
+
+def populations_handed(
+    handed: Sequence[tuple[int, Mapping[str, Any]]], size: int, meta: Mapping[str, Any]
+) -> list[list[Mapping[str, Any]]]:
+    """The populations of the configs a sweep handed to Tune (`PerAlgorithmSearcher.handed`:
+    (batch, config) pairs): configs asked in the same batch (one Optuna population; 0 for
+    every point of a grid) with equal `population_key`s, at most `size` per population."""
+    groups = group_populations(list(handed), size, key=lambda h: (h[0], population_key(h[1], meta)))
+    return [[config for _, config in group] for group in groups]

@@ -1,0 +1,389 @@
+"""Populations of trials (raycompo/tune/population.py) and Optuna asked a population at a
+time (raycompo/tune/batched_search.py): the grouping's properties, the per-row rule, and
+batched ask/tell equal to sequential ask/tell for the samplers that do not read results."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import optuna
+import pytest
+
+from raycompo.configuration.plugins import list_algorithms, load
+from raycompo.errors import ConfigError
+from raycompo.tune.batched_search import BatchedOptunaSearch
+from raycompo.tune.population import (
+    auto_population,
+    check_population,
+    describe_populations,
+    group_populations,
+    per_row_settings,
+    population_key,
+)
+from raycompo.tune.searchers import UniqueSearcher
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+SPACE = {"lr": [0.001, 0.01, 0.1, 1.0], "gamma": [0.1, 0.5, 1, 5], "tau": [1, 5, 10]}
+DIST = {k: optuna.distributions.CategoricalDistribution(v) for k, v in SPACE.items()}
+META = {"task": "dro-mnist5k", "rounds": 3, "seed": 0, "space": {"eval_every": 1, "path": None}}
+
+
+def score(params) -> float:
+    """A made-up objective with a known best (lr 0.1, gamma 1, tau 5)."""
+    return (
+        -abs(math.log10(params["lr"]) + 1) - abs(params["gamma"] - 1) - abs(params["tau"] - 5) / 5
+    )
+
+
+# --- the rule: float settings are per-row, all others structural ------------------------------
+
+
+@pytest.mark.parametrize(
+    "algo, expected",
+    [
+        ("comfedl", {"lr", "gamma"}),
+        ("fedavg", {"lr"}),  # eval_lr is `float | None`: None picks another path
+        ("local-scgdm", {"lr", "eta", "alpha", "gamma"}),
+        ("feddro", {"lr", "lam", "kl_shift", "lr_decay"}),  # beta < 1 adds a term: structural
+        (
+            "fastdro",
+            {"lr", "lam", "kl_shift", "lr_decay"},
+        ),  # cvar_alpha sets how many losses are kept
+        ("qfedavg", {"lr", "q"}),
+    ],
+)
+def test_per_row_settings_are_the_float_fields(algo, expected):
+    assert per_row_settings(load("algorithm", algo)) == expected
+
+
+def test_no_integer_string_or_boolean_setting_is_per_row():
+    import dataclasses
+    import typing
+
+    for name, cls in list_algorithms().items():
+        hints = typing.get_type_hints(cls.Settings)
+        fields = {f.name for f in dataclasses.fields(cls.Settings)}
+        per_row = per_row_settings(cls)
+        assert per_row <= fields and "lr" in per_row, name
+        assert all(hints[k] is float for k in per_row), name
+
+
+def test_population_key_ignores_per_row_values_only():
+    base = {"algorithm": "comfedl", "lr": 0.1, "gamma": 0.5, "tau": 5}
+    key = population_key(base, META)
+    assert population_key({**base, "lr": 1.0, "gamma": 5}, META) == key
+    assert population_key({**base, "tau": 10}, META) != key
+    assert population_key({"algorithm": "fedavg", "lr": 0.1, "tau": 5}, META) != key
+    assert population_key(base, {**META, "seed": 1}) != key
+    assert population_key(base, {**META, "rounds": 4}) != key
+    assert (
+        population_key({**base, "compress": "*=topk:0.1"}, META) != key
+    )  # a RunConfig key: structural
+    hash(key)
+
+
+# --- grouping ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 8, 100])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_group_populations_properties(size, seed):
+    rng = random.Random(seed)
+    points = [{"i": i, "k": rng.choice("abcd")} for i in range(40)]
+    groups = group_populations(points, size, key=lambda p: p["k"])
+    assert sorted(p["i"] for g in groups for p in g) == list(range(40))  # each point once
+    for g in groups:
+        assert 1 <= len(g) <= size and len({p["k"] for p in g}) == 1
+        assert [p["i"] for p in g] == sorted(p["i"] for p in g)  # in input order
+    assert [g[0]["i"] for g in groups] == sorted(g[0]["i"] for g in groups)  # by first point
+    for k in "abcd":
+        count = sum(p["k"] == k for p in points)
+        assert sum(g[0]["k"] == k for g in groups) == math.ceil(count / size)  # as few as possible
+
+
+def test_group_populations_of_the_dro_grid():
+    points = [
+        {"algorithm": "comfedl", "lr": lr, "gamma": g, "tau": t}
+        for lr in SPACE["lr"]
+        for g in SPACE["gamma"]
+        for t in SPACE["tau"]
+    ]
+    groups = group_populations(points, 8, key=lambda p: population_key(p, META))
+    # 16 points per tau, in populations of 8: 2 per tau value
+    assert [len(g) for g in groups] == [8] * 6
+    assert all(len({p["tau"] for p in g}) == 1 for g in groups)
+    assert describe_populations(groups, 8) == "populations: 6 of up to 8 trials (comfedl: 6)"
+    with pytest.raises(ValueError):
+        group_populations(points, 0, key=lambda p: 0)
+
+
+def test_population_argument_is_checked():
+    assert check_population(None) is None and check_population("auto") == "auto"
+    assert check_population(4) == 4 and check_population("3") == 3
+    for bad in (0, -1, "x", 1.5, True, "0"):
+        with pytest.raises(ConfigError, match="--population must be an integer >= 1 or 'auto'"):
+            check_population(bad)
+    assert auto_population({"comfedl": 8, "fedavg": 3}) == 8
+    assert auto_population({"comfedl": 500}) == 32 and auto_population({}) == 1
+
+
+# --- batched ask/tell -----------------------------------------------------------------------------
+
+
+def run_batched(search: BatchedOptunaSearch, n: int, population: int) -> list[dict]:
+    """Tune's order for a population: P suggestions, then their results."""
+    out = []
+    for start in range(0, n, population):
+        ids = [f"t{i}" for i in range(start, min(n, start + population))]
+        configs = [search.suggest(i) for i in ids]
+        out += configs
+        for i, c in zip(ids, configs):
+            search.on_trial_complete(i, {"m": score(c)})
+    return out
+
+
+def run_sequential(sampler, n: int) -> list[dict]:
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    out = []
+    for _ in range(n):
+        trial = study.ask(fixed_distributions=DIST)
+        out.append(dict(trial.params))
+        try:
+            study.tell(trial, score(trial.params))
+        except RuntimeError:  # GridSampler's stop() at the end of the grid, outside optimize()
+            pass
+    return out
+
+
+def test_a_population_is_asked_before_any_result_is_told():
+    search = BatchedOptunaSearch(DIST, metric="m", mode="max", population=4, seed=0)
+    search.suggest("a")
+    assert [t.state for t in search.study.trials] == [optuna.trial.TrialState.RUNNING] * 4
+    for i in "bcd":
+        search.suggest(i)
+    assert len(search.study.trials) == 4 and search.batch == 0
+    search.suggest("e")
+    assert len(search.study.trials) == 8 and search.batch == 1
+
+
+@pytest.mark.parametrize("population", [1, 3, 4, 8])
+def test_random_sampler_batched_equals_sequential(population):
+    batched = BatchedOptunaSearch(
+        DIST,
+        metric="m",
+        mode="max",
+        population=population,
+        sampler=optuna.samplers.RandomSampler(seed=7),
+    )
+    assert run_batched(batched, 16, population) == run_sequential(
+        optuna.samplers.RandomSampler(seed=7), 16
+    )
+
+
+@pytest.mark.parametrize("population", [1, 4, 6])
+def test_grid_sampler_batched_equals_sequential(population):
+    n = math.prod(len(v) for v in SPACE.values())
+    batched = BatchedOptunaSearch(
+        DIST,
+        metric="m",
+        mode="max",
+        population=population,
+        sampler=optuna.samplers.GridSampler(SPACE, seed=3),
+    )
+    got = run_batched(batched, n, population)
+    assert got == run_sequential(optuna.samplers.GridSampler(SPACE, seed=3), n)
+    assert len({json.dumps(c, sort_keys=True) for c in got}) == n  # the whole grid, once each
+
+
+def test_tpe_batched_gives_valid_points_and_the_same_number_of_trials():
+    search = BatchedOptunaSearch(DIST, metric="m", mode="max", population=4, seed=0)
+    got = run_batched(search, 24, 4)
+    assert len(got) == 24 and all(c[k] in SPACE[k] for c in got for k in SPACE)
+    trials = search.study.trials
+    assert len(trials) == 24 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    assert search.study.best_value == max(score(c) for c in got)
+
+
+def test_one_at_a_time_equals_ray_tunes_optuna_search():
+    """population = 1 asks and tells as Ray Tune's OptunaSearch (TPE, same seed, same warm start)."""
+    from ray.tune.search.optuna import OptunaSearch
+
+    finished = [
+        ({"lr": 0.01, "gamma": 1, "tau": 5}, -1.0),
+        ({"lr": 1.0, "gamma": 5, "tau": 1}, -math.inf),
+    ]
+    ours = BatchedOptunaSearch(
+        DIST, metric="m", mode="max", population=1, seed=0, finished=finished
+    )
+    ray_tune = OptunaSearch(
+        space=DIST,
+        metric="m",
+        mode="max",
+        seed=0,
+        points_to_evaluate=[p for p, _ in finished],
+        evaluated_rewards=[v for _, v in finished],
+    )
+    assert run_batched(ours, 16, 1) == run_batched(ray_tune, 16, 1)
+
+
+def test_results_are_told_by_mode_and_state():
+    states = optuna.trial.TrialState
+    search = BatchedOptunaSearch(DIST, metric="m", mode="min", population=5, seed=0)
+    for i in range(5):
+        search.suggest(str(i))
+    search.on_trial_complete("0", {"m": 0.5})
+    search.on_trial_complete("1", {"m": math.inf})  # diverged, for mode min: the worst value
+    search.on_trial_complete("2", None, error=True)
+    search.on_trial_complete("3", {"m": float("nan")})
+    search.on_trial_complete("4", None)  # no result: pruned, as OptunaSearch does
+    search.on_trial_complete("4", None)  # told once
+    assert search.study.direction == optuna.study.StudyDirection.MINIMIZE
+    assert [t.state for t in search.study.trials] == [
+        states.COMPLETE,
+        states.COMPLETE,
+        states.FAIL,
+        states.FAIL,
+        states.PRUNED,
+    ]
+    assert search.study.best_value == 0.5
+
+
+def test_unique_searcher_over_a_batched_one_runs_each_point_once():
+    space = {"lr": [0.01, 0.1, 1.0], "tau": [1, 5]}
+    dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in space.items()}
+    search = UniqueSearcher(
+        BatchedOptunaSearch(dist, metric="m", mode="max", population=4, seed=0),
+        {},
+        metric="m",
+        mode="max",
+    )
+    got = [
+        search.suggest(f"t{i}") for i in range(6)
+    ]  # all in flight: duplicates within a population skipped
+    assert len({json.dumps(c, sort_keys=True) for c in got}) == 6
+    assert search.suggest("t6") == "FINISHED"
+
+
+# --- the option: checked, recorded only when given ------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-2"])
+def test_command_line_refuses_a_bad_population(value, tmp_path, capsys):
+    from raycompo.tune.cli import main
+
+    assert main(["--space", "dro", "--population", value, "--out", str(tmp_path / "s")]) == 2
+    assert "--population must be an integer >= 1 or 'auto'" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("value", [0, "many", 2.5])
+def test_python_refuses_a_bad_population(value, tmp_path):
+    import raycompo
+
+    with pytest.raises(ConfigError, match="population"):
+        raycompo.tune("dro", population=value, out=tmp_path / "s")
+
+
+def test_population_is_recorded_only_when_given(tmp_path):
+    from raycompo.tune.sweep import SweepOptions, prepare
+
+    _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "a")))
+    assert "population" not in meta and "population" not in meta["options"]  # sweep.json as before
+    _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "b"), population="auto"))
+    assert (
+        meta["population_asked"] == "auto" and meta["population"] == 4
+    )  # the space's 4 samples per algorithm
+    _, meta, _ = prepare(
+        SweepOptions(space="sinusoid", search="grid", out=str(tmp_path / "c"), population="auto")
+    )
+    assert meta["population"] == 32  # local-scgdm's grid of 192 points, capped
+    _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "d"), population=3))
+    assert meta["population_asked"] == 3 and meta["population"] == 3
+
+
+@pytest.mark.slow
+def test_an_optuna_sweep_asks_populations_and_says_how_its_trials_group(
+    tmp_path, ray_session, capsys
+):
+    import pandas as pd
+
+    from raycompo.tune.cli import main
+
+    out = tmp_path / "s"
+    argv = [
+        "--space",
+        "dro",
+        "--algos",
+        "fedavg",
+        "comfedl",
+        "--samples",
+        "3",
+        "--rounds",
+        "1",
+        "--population",
+        "2",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    trials = pd.read_csv(out / "trials.csv")
+    assert len(trials) == 6 and trials["trial_id"].is_unique
+    assert json.loads((out / "sweep.json").read_text())["population"] == 2
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("populations: ")]
+    assert "of up to 2 trials (" in line and "fedavg: " in line and "comfedl: " in line
+
+
+@pytest.mark.slow
+def test_a_grid_sweep_groups_its_points_by_structure(tmp_path, ray_session, capsys):
+    import pandas as pd
+
+    from raycompo.tune.cli import main
+
+    space = tmp_path / "lr.yaml"  # 7 learning rates, one structure (tau 1)
+    space.write_text(
+        "task: dro-mnist5k\nrounds: 1\nalgorithms:\n"
+        "  fedavg: {lr: [0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1], tau: [1]}\n"
+    )
+    out = tmp_path / "s"
+    assert (
+        main(["--space", str(space), "--search", "grid", "--population", "4", "--out", str(out)])
+        == 0
+    )
+    assert len(pd.read_csv(out / "trials.csv")) == 7
+    assert "populations: 2 of up to 4 trials (fedavg: 2)" in capsys.readouterr().err  # 4 + 3
+
+
+@pytest.mark.slow
+def test_a_resumed_sweep_asks_populations_as_it_started_and_runs_no_trial_twice(
+    tmp_path, ray_session
+):
+    import pandas as pd
+
+    from raycompo.tune.cli import main
+
+    space = tmp_path / "small.yaml"
+    space.write_text(
+        "task: dro-mnist5k\nrounds: 1\nsamples: 4\nalgorithms:\n  fedavg: {lr: [0.001, 0.01, 0.1], tau: [1, 5]}\n"
+    )
+    out = tmp_path / "s"
+    argv = [
+        "--space",
+        str(space),
+        "--population",
+        "3",
+        "--out",
+        str(out),
+        "--stop-after",
+        "2",
+        "--max-concurrent",
+        "1",
+    ]
+    assert main([*argv, "--quiet"]) == 130
+    assert 2 <= len(pd.read_csv(out / "trials.csv")) < 4
+    assert main(["--resume", str(out), "--quiet"]) == 0
+    trials = pd.read_csv(out / "trials.csv")
+    assert len(trials) == 4 and len({(r.lr, r.tau) for r in trials.itertuples()}) == 4
+    assert json.loads((out / "sweep.json").read_text())["population"] == 3
