@@ -15,7 +15,7 @@ import raycompo.bench as bench
 from raycompo.bench.__main__ import main, resolve
 
 NAMES = ["round", "cohort", "startup", "checkpoint", "feddro", "vectorize", "recovery", "scale", "state_store", "sweep", "plugin", "ledger",
-         "per_client", "async", "system", "compress", "gpu", "ops", "sampler"]
+         "per_client", "async", "system", "compress", "gpu", "ops", "sampler", "population"]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -139,3 +139,14 @@ def test_rendezvous_never_waits_forever():
     rv = Rendezvous(2, lambda reqs: dict(reqs), timeout=0.2)
     with pytest.raises(RendezvousTimeout, match=r"members \[1\]"):
         rv.call(0, "x")
+
+
+def test_the_population_benchmark_prints_both_timings_and_each_trials_difference(capsys):
+    from raycompo.bench.population import main
+
+    assert main(["--algos", "fedavg", "--rounds", "2", "--clients", "16", "--m", "8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    row = next(line for line in out if line.startswith("fedavg"))
+    assert row.split()[1] == "8" and row.count(":") == 8  # 8 trials, each one's difference
+    diffs = [float(part.split(":")[1]) for part in row.split()[6:]]
+    assert max(diffs[:4]) < 1e-5  # the stable step sizes: the trials' rows alone
