@@ -387,3 +387,43 @@ def test_a_resumed_sweep_asks_populations_as_it_started_and_runs_no_trial_twice(
     trials = pd.read_csv(out / "trials.csv")
     assert len(trials) == 4 and len({(r.lr, r.tau) for r in trials.itertuples()}) == 4
     assert json.loads((out / "sweep.json").read_text())["population"] == 3
+
+
+@pytest.mark.slow
+def test_a_grid_sweep_run_as_populations_gives_each_trial_its_rows_alone(tmp_path, ray_session, capsys):
+    """--population 4: two Tune trials of 4 members each (one structure per algorithm), the
+    same trials, statuses (a diverging ComFedL step size) and final values as --population 1."""
+    import numpy as np
+    import pandas as pd
+
+    from raycompo.tune.cli import main
+
+    space = tmp_path / "lr.yaml"
+    space.write_text(
+        "task: synthetic\nrounds: 2\nsettings: {n_clients: 24, clients_per_round: 8, tau: 3}\nalgorithms:\n"
+        "  fedavg: {lr: [0.01, 0.02, 0.05, 0.1]}\n  comfedl: {lr: [0.001, 0.002, 0.005, 5.0], gamma: [10.0]}\n"
+    )
+    tables = []
+    for extra in ([], ["--population", "4"]):
+        out = tmp_path / f"s{len(extra)}"
+        assert main(["--space", str(space), "--search", "grid", "--out", str(out), *extra]) == 0
+        tables.append(pd.read_csv(out / "trials.csv").sort_values("trial_id").reset_index(drop=True))
+    assert "populations: 2 of up to 4 trials (" in capsys.readouterr().err
+    alone, together = tables
+    assert len(together) == 8 and list(together["trial_id"]) == list(alone["trial_id"])
+    assert list(together["status"]) == list(alone["status"]) and (together["status"] == "diverged").sum() == 1
+    cols = [c for c in alone.columns if c.startswith("final_") and "time" not in c]
+    x, y = alone[cols].to_numpy(float), together[cols].to_numpy(float)
+    finite = np.isfinite(x) & np.isfinite(y)
+    assert (np.isfinite(x) == np.isfinite(y)).all()
+    assert np.allclose(x[finite], y[finite], rtol=1e-5, atol=1e-7)
+
+
+def test_populations_run_inline_and_to_the_end(tmp_path):
+    from raycompo.errors import ConfigError
+    from raycompo.tune.sweep import SweepOptions, prepare
+
+    for bad, word in (({"backend": "ray"}, "--backend inline"), ({"scheduler": "asha"}, "--scheduler asha")):
+        opts = SweepOptions(space="dro", population=4, out=str(tmp_path / word.strip("-").split()[0]), **bad)
+        with pytest.raises(ConfigError, match=word):
+            prepare(opts)

@@ -277,12 +277,14 @@ def run_chunk(hosts: list[Host], requests: list[Request], parts: list[tuple], pa
                    costs[t], read[rows], calls[rows], {})
 
 
-def run_population(runs: list[Callable[[Seat], Any]], timeout: float = 3600.0) -> tuple[list[Any], Population]:
+def run_population(runs: list[Callable[[Seat], Any]], timeout: float = 3600.0,
+                   population: Population | None = None) -> tuple[list[Any], Population]:
     """Run `runs[p](seat p)` (each a run of the inline backend given `hosts=seat`), each in a
-    thread of its own, as one population. Returns each one's result, or the exception it
-    raised, in order, and the population (its counters). Waits for them all; an interrupt
+    thread of its own, as one population (`population`: one made by the caller, who may
+    `cancel` its rendezvous from another thread). Returns each one's result, or the exception
+    it raised, in order, and the population (its counters). Waits for them all; an interrupt
     here (Ctrl-C) cancels every trial."""
-    population = Population(len(runs), timeout)
+    population = population or Population(len(runs), timeout)
     results: list[Any] = [None] * len(runs)
 
     def one(p: int) -> None:

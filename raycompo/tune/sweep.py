@@ -44,8 +44,11 @@ from raycompo.tune.population import (
     auto_population,
     check_population,
     describe_populations,
+    population_key,
     populations_handed,
 )
+from raycompo.tune.population_search import MEMBER, MEMBERS, PopulationSearcher
+from raycompo.tune.population_trial import run_population_trial
 from raycompo.tune.results import SweepStore, _num, best_table, command_line
 from raycompo.tune.searchers import ListSearcher, PerAlgorithmSearcher, UniqueSearcher, point_key
 from raycompo.tune.space import (
@@ -186,6 +189,7 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
                 for a in algos}
         meta["population_asked"] = population
         meta["population"] = auto_population(runs) if population == "auto" else population
+        check_population_run(meta)
     return space, meta, store
 
 
@@ -206,6 +210,20 @@ def check_rank_at(axis: str, columns: list[str], task: str) -> None:
 RESUME_OPTIONS = ("search", "scheduler", "backend", "hosts_per_trial", "driver_cpus", "cpus_per_actor", "gpus_per_actor",
                   "full", "data_dir")
 """The options of sweep.json that a resumed sweep reads."""
+
+
+def check_population_run(meta: dict[str, Any]) -> None:
+    """A sweep whose trials run as populations (P > 1): they run in one process, so inline
+    only, and every member to the end (no early stopping by ASHA)."""
+    if meta.get("population", 1) <= 1:
+        return
+    opts = meta["options"]
+    if get_backend(opts["backend"]).uses_ray:
+        raise ConfigError(f"--population {meta['population']} runs each population's trials in one process: it needs "
+                          f"--backend inline, not {opts['backend']!r} (or --population 1)")
+    if opts["scheduler"] != "none":
+        raise ConfigError(f"--population {meta['population']} runs every trial of a population to its end: it cannot "
+                          f"be combined with --scheduler {opts['scheduler']} (use --population 1)")
 
 
 def _prepare_resume(folder: str) -> tuple[Space, dict[str, Any], SweepStore]:
@@ -301,21 +319,35 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
     order = space.swept_keys() + [f"final_{metric}", f"best_{metric}"]
 
     class Recorder(Callback):
+        """Rows by (Tune trial, member): a population trial's members (`population_search`)
+        are recorded as trials of their own, each with its point and its last row's status."""
+
         def __init__(self):
-            self.rows: dict[str, list[dict[str, Any]]] = {}
-            self.last: dict[str, dict[str, Any]] = {}
+            self.rows: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+            self.last: dict[tuple[str, Any], dict[str, Any]] = {}
             self.dropped = 0
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
-            row = {k: v for k, v in result.items() if k not in drop and not isinstance(v, dict)}
-            self.rows.setdefault(trial.trial_id, []).append(row)
-            self.last[trial.trial_id] = result
+            key = (trial.trial_id, result.get(MEMBER))
+            row = {k: v for k, v in result.items() if k not in drop and k != MEMBER and not isinstance(v, dict)}
+            self.rows.setdefault(key, []).append(row)
+            self.last[key] = result
 
-        def _record(self, trial, status: str, error: str = ""):
-            rows = self.rows.pop(trial.trial_id, [])
-            result = self.last.pop(trial.trial_id, {})
+        def _keys(self, trial) -> list[tuple[str, Any]]:
+            """The trial's keys: (id, None), or (id, i) for each member of a population."""
+            if MEMBERS in trial.config:
+                return [(trial.trial_id, i) for i in range(len(trial.config[MEMBERS]))]
+            return [(trial.trial_id, None)]
+
+        def _record(self, trial, key, status: str, error: str = ""):
+            rows = self.rows.pop(key, [])
+            result = self.last.pop(key, {})
             algo = trial.config["algorithm"]
-            point = {k: trial.config[k] for k in space.algorithms[algo] if k in trial.config}
+            source = trial.config if key[1] is None else trial.config[MEMBERS][key[1]]
+            point = {k: source[k] for k in space.algorithms[algo] if k in source}
+            if rows and rows[-1].get("status") == "error":  # a population's member that failed
+                status, error = "error", str(rows[-1].get("error", "error"))
+                rows = rows[:-1]
             cfg = space.run_config(algo, point, full=meta["options"]["full"], rounds=meta["rounds"], seed=meta["seed"],
                                    backend=meta["options"]["backend"], data_dir=meta["options"]["data_dir"]
                                    ).canonical().to_dict()  # its command finds a plugin from any folder
@@ -342,20 +374,22 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
             printer(rec, point)
 
         def on_trial_complete(self, iteration, trials, trial, **info):
-            rows = self.rows.get(trial.trial_id, [])
-            status = rows[-1].get("status", "running") if rows else "running"
-            if status == "running":
-                if not scheduler_on or counter.get("stopping"):
-                    self.rows.pop(trial.trial_id, None)  # stopped by an interruption: not finished
-                    self.dropped += 1
-                    return
-                status = "stopped"
-            self._record(trial, status)
+            for key in self._keys(trial):
+                rows = self.rows.get(key, [])
+                status = rows[-1].get("status", "running") if rows else "running"
+                if status == "running":
+                    if not scheduler_on or counter.get("stopping"):
+                        self.rows.pop(key, None)  # stopped by an interruption: not finished
+                        self.dropped += 1
+                        continue
+                    status = "stopped"
+                self._record(trial, key, status)
 
         def on_trial_error(self, iteration, trials, trial, **info):
             err = trial.get_error()
             msg = str(err).strip().splitlines()[-1] if err else "error"
-            self._record(trial, "error", msg[:500])
+            for key in self._keys(trial):
+                self._record(trial, key, "error", msg[:500])
 
     return Recorder()
 
@@ -491,7 +525,8 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
         tune_path = grid.experiment_path
         interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
         if "population" in meta and not quiet:
-            groups = populations_handed(searcher.handed, meta["population"], meta)
+            groups = (searcher.handed if isinstance(searcher, PopulationSearcher)
+                      else populations_handed(searcher.handed, meta["population"], meta))
             print(describe_populations(groups, meta["population"]), file=stream or sys.stderr, flush=True)
     return _outcome(space, meta, store, interrupted, counter["done"], tune_path)
 
@@ -545,10 +580,11 @@ def _trainable(space: Space, meta: dict[str, Any]) -> Any:
     spec = TrialSpec(bases=bases, metric=meta["metric"], mode=meta["mode"], hosts=hosts,
                      reuse_hosts=opts.get("reuse_hosts", True), classes=loaded(plugin_specs(space)))
     pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
-    return tune.with_resources(tune.with_parameters(run_trial, spec=spec), pgf)
+    fn = run_population_trial if meta.get("population", 1) > 1 else run_trial  # a population per trial
+    return tune.with_resources(tune.with_parameters(fn, spec=spec), pgf)
 
 
-def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]]) -> PerAlgorithmSearcher:
+def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]]) -> Any:
     """The trials left, algorithm by algorithm: the grid points not yet run (ListSearcher),
     or Optuna's samples warm-started with the finished trials, never one twice (UniqueSearcher)."""
     import optuna
@@ -580,7 +616,11 @@ def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]
                 evaluated_rewards=[v for _, v in finished] or None,
             )
         searchers[algo] = UniqueSearcher(inner, {point_key(p): v for p, v in finished}, metric=metric, mode=mode)
-    return PerAlgorithmSearcher(searchers, {a: t["n"] for a, t in todo.items()}, metric=metric, mode=mode)
+    searcher = PerAlgorithmSearcher(searchers, {a: t["n"] for a, t in todo.items()}, metric=metric, mode=mode)
+    if meta.get("population", 1) > 1:  # each Tune trial a population of up to P trials (tune/population_search.py)
+        return PopulationSearcher(searcher, meta["population"], lambda config: population_key(config, meta),
+                                  metric=metric, mode=mode)
+    return searcher
 
 
 def _asha(rounds: int) -> Any:

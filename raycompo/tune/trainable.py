@@ -96,10 +96,13 @@ def better(a: float, b: float, mode: str) -> bool:
 class TuneReporter(Observer):
     """The observer that reports each row to Tune (see the module docstring)."""
 
-    def __init__(self, metric: str, mode: str, rounds: int):
+    def __init__(self, metric: str, mode: str, rounds: int, report: Any = None, extra: dict[str, Any] | None = None):
+        """`report(out)`: where each report goes (default: `ray.tune.report`); `extra`: keys
+        added to every report (a population's member index)."""
         import time
 
         self.metric, self.mode, self.rounds = metric, mode, rounds
+        self.report, self.extra = report, dict(extra or {})
         self.best, self.best_round, self.last = worst(mode), -1, worst(mode)
         self.t0 = time.perf_counter()
 
@@ -123,8 +126,20 @@ class TuneReporter(Observer):
         last = diverged or bool(row.get("stopped")) or row["round"] >= self.rounds  # stopped: a budget reached
         out["status"] = ("diverged" if diverged else "completed") if last else "running"
         out["trial_time"] = time.perf_counter() - self.t0
-        tune.report(out)
+        out.update(self.extra)
+        (self.report or tune.report)(out)
 
+
+
+def trial_config(spec: TrialSpec, algo: str, point: dict[str, Any]) -> Any:
+    """The RunConfig of a trial: its algorithm's base with its point's values."""
+    from raycompo.configuration.config import RunConfig
+    from raycompo.tune.space import split_run_keys
+
+    fields, settings = split_run_keys(point)  # swept RunConfig keys (a buffer K, a system) are fields
+    d = {**spec.bases[algo], **fields}
+    d["settings"] = {**d.get("settings", {}), **settings}
+    return RunConfig.from_dict(d)
 
 
 def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
@@ -132,17 +147,12 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     import ray
 
     from raycompo.configuration.backends import get_backend
-    from raycompo.configuration.config import RunConfig
     from raycompo.configuration.plugins import remember
     from raycompo.engine import run
-    from raycompo.tune.space import split_run_keys
 
     remember(spec.classes)
     point = {k: v for k, v in config.items() if k != "algorithm"}
-    fields, settings = split_run_keys(point)  # swept RunConfig keys (a buffer K, a system) are fields
-    d = {**spec.bases[config["algorithm"]], **fields}
-    d["settings"] = {**d.get("settings", {}), **settings}
-    cfg = RunConfig.from_dict(d)
+    cfg = trial_config(spec, config["algorithm"], point)
     uses_ray = get_backend(cfg.backend).uses_ray
     pg = ray.util.get_current_placement_group() if uses_ray else None
     hosts = None
