@@ -229,7 +229,7 @@ def test_config_json_records_mode_and_phases(tmp_path, capsys):
 @pytest.mark.parametrize("algo,settings", [
     ("ditto", SYN),  # per-client personal models
     ("feddro", {**DRO_SYN, "beta": 0.5}),  # the y exchange every step; the evaluation batched too
-    ("pdsgd", {**DRO_SYN, "dual_lr": 0.05}),  # per-client gradients returned one by one (map_each)
+    ("pdsgd", {**DRO_SYN, "dual_lr": 0.05}),  # stacked dual weights; round 1's log-masses one by one (map_each)
 ])
 def test_ray_vectorized_equals_inline(ray_session, algo, settings):
     """Hosts of 3 clients each run their own chunks; the rows equal the inline backend's."""
