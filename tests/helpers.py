@@ -22,6 +22,23 @@ def assert_rows_close(a: list[dict], b: list[dict], tol: float = 1e-6) -> None:
             assert abs(ra[key] - rb[key]) <= tol * max(1.0, abs(ra[key])), (key, ra["round"], ra[key], rb[key])
 
 
+def assert_client_states_close(ref: dict, got: dict, tol: float) -> None:
+    """Each client's state in `got` equals its state in `ref` to `tol`, key by key. A 1-D
+    value kept longer in `got` is a batched chunk's padded row (PDSGD's dual log-weights a,
+    then -inf up to the chunk's largest n_i: raycompo/algorithms/pdsgd.py): its tail must be
+    -inf and its head equal."""
+    import torch
+
+    assert ref.keys() == got.keys()
+    for cid, st in ref.items():
+        for key, value in st.items():
+            mine = got[cid][key]
+            if isinstance(value, torch.Tensor) and value.dim() == 1 and mine.shape[0] > value.shape[0]:
+                assert bool((mine[value.shape[0]:] == float("-inf")).all()), (cid, key)
+                mine = mine[: value.shape[0]]
+            torch.testing.assert_close(mine, value, rtol=tol, atol=tol)
+
+
 def assert_dead(actor, timeout: float = 30.0) -> None:
     """`actor` ends within `timeout` s: `ray.kill` is asynchronous, so a call made just
     after it may still be answered for a moment."""

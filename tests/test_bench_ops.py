@@ -60,3 +60,14 @@ def test_a_keyed_round_does_not_grow_with_the_clients():
     for algo in ("fedavg", "ditto"):
         twenty, sixty = ops.measure(algo, 20, None, "keyed"), ops.measure(algo, 60, None, "keyed")
         assert (twenty["aten"], twenty["py calls"]) == (sixty["aten"], sixty["py calls"]), algo
+
+
+def test_a_keyed_pdsgd_round_does_not_grow_with_the_clients():
+    """PDSGD (every client each round, ragged per-sample dual weights): with the keyed sampler
+    the same aten operations and Python calls at m = 20 and m = 60 clients. Its dual weights
+    are one padded (k, max n_i) tensor per chunk, read and written at once, its sampled
+    weights gathered and its ascent scattered for the whole chunk, and its normalizer summed
+    by the engine (no per-client contribution)."""
+    twenty, sixty = ops.measure("pdsgd", 20, None, "keyed"), ops.measure("pdsgd", 60, None, "keyed")
+    assert twenty["by_op"] == sixty["by_op"]
+    assert twenty["py calls"] == sixty["py calls"]

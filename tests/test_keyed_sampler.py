@@ -27,6 +27,7 @@ from raycompo.tasks.sampler import (
     keyed_hash_reference,
     keyed_indices,
 )
+from tests.helpers import assert_client_states_close
 from tests.test_vectorize import DRO_SYN, TOL, federation, run_rounds
 
 M64 = (1 << 64) - 1
@@ -160,10 +161,7 @@ def test_keyed_per_client_equals_batched(algo, settings):
     vec = run_rounds(federation("synthetic", algo, settings, "on", sampler="keyed"), 3)
     assert ref.pool.host.batched == set() and vec.pool.host.batched
     torch.testing.assert_close(vec.w, ref.w, rtol=TOL, atol=TOL)
-    ref_states, vec_states = ref.pool.client_states(), vec.pool.client_states()
-    for cid, st in ref_states.items():
-        for key, value in st.items():
-            torch.testing.assert_close(vec_states[cid][key], value, rtol=TOL, atol=TOL)
+    assert_client_states_close(ref.pool.client_states(), vec.pool.client_states(), TOL)
     randperm = run_rounds(federation("synthetic", algo, settings, "off"), 3)
     assert (randperm.w - ref.w).abs().max() > 1e-4  # the option draws other batches
 

@@ -18,6 +18,7 @@ from raycompo.engine import checkpoint, run
 from raycompo.engine.client_data import ClientDataCache
 from raycompo.engine.host import ClientCtx
 from raycompo.engine.state_store import StateStore
+from tests.helpers import assert_client_states_close
 from tests.test_client_data import Loader
 from tests.test_durability import StopAt, assert_same_costs, assert_same_metrics
 from tests.test_vectorize import DRO_SYN, SYN, federation, run_rounds
@@ -159,10 +160,16 @@ def test_data_cache_get_many_is_get_of_each():
     assert many.loads == 4 and one.loads > many.loads  # one call per get_many with missing clients
 
 
-@pytest.mark.parametrize("algo,settings", [("ditto", SYN), ("feddro", {**DRO_SYN, "beta": 0.5})])
+STATEFUL = [("ditto", SYN), ("feddro", {**DRO_SYN, "beta": 0.5}), ("pdsgd", {**DRO_SYN, "dual_lr": 0.05})]
+"""Batched algorithms with client states: Ditto's personal models, FedDRO's three keys,
+PDSGD's dual weights (ragged n_i, kept as padded rows)."""
+
+
+@pytest.mark.parametrize("algo,settings", STATEFUL)
 def test_stacked_states_are_the_per_client_states_over_rounds(algo, settings, monkeypatch):
     """Several rounds: Ditto's of partial participation (7 of 12 clients a round: clients
-    without a state next to clients with one), FedDRO's of three keys per state."""
+    without a state next to clients with one), FedDRO's of three keys per state, PDSGD's
+    of clients with 2 to 40 samples (a state as long as its chunk's largest n_i)."""
     ref = run_rounds(federation("synthetic", algo, settings, "off"), 5)
     stacked: Counter = Counter()
 
@@ -184,11 +191,10 @@ def test_stacked_states_are_the_per_client_states_over_rounds(algo, settings, mo
     assert a.keys() == b.keys() and a
     for cid in a:
         assert list(a[cid]) == list(b[cid])
-        for key in a[cid]:
-            torch.testing.assert_close(b[cid][key], a[cid][key], rtol=1e-5, atol=1e-5)
+    assert_client_states_close(a, b, 1e-5)
 
 
-@pytest.mark.parametrize("algo,settings", [("ditto", SYN), ("feddro", {**DRO_SYN, "beta": 0.5})])
+@pytest.mark.parametrize("algo,settings", STATEFUL)
 def test_resume_with_stacked_states_is_exact(tmp_path, algo, settings):
     cfg = RunConfig(task="synthetic", algo=algo, rounds=6, backend="inline", vectorize="on", settings=settings)
     run(cfg, out=tmp_path / "whole", checkpoint_every=2)
@@ -198,6 +204,18 @@ def test_resume_with_stacked_states_is_exact(tmp_path, algo, settings):
     assert run(cfg, out=tmp_path / "cut", checkpoint_every=2, resume=True).status == "completed"
     assert_same_metrics(tmp_path / "whole", tmp_path / "cut")
     assert_same_costs(tmp_path / "whole", tmp_path / "cut")
+
+
+def test_spilled_pdsgd_states_change_no_number():
+    """PDSGD's padded dual weights through a state budget far below their size (a chunk with
+    some on disk read client by client and padded to the chunk's width) give the model and
+    the states of the in-memory run, bit for bit."""
+    settings = {**DRO_SYN, "n_clients": 40, "dual_lr": 0.05}
+    free = run_rounds(federation("synthetic", "pdsgd", settings, "on"), 4)
+    tight = run_rounds(federation("synthetic", "pdsgd", settings, "on", state_memory_gb=2e-6), 4)
+    assert tight.pool.host.stats()["state_spilled_bytes"] > 0
+    assert torch.equal(free.w, tight.w)
+    assert_client_states_close(free.pool.client_states(), tight.pool.client_states(), 0.0)
 
 
 ENGINE_PER_CLIENT = ("engine/host.py:context", "engine/host.py:state", "engine/host.py:keep_state",

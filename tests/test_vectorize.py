@@ -20,7 +20,7 @@ from raycompo.engine.federation import Federation
 from raycompo.engine.host import ClientCtx
 from raycompo.errors import ConfigError
 from raycompo.run import main as run_main
-from tests.helpers import SMALL_DRO
+from tests.helpers import SMALL_DRO, assert_client_states_close
 
 TOL = 1e-5
 
@@ -84,11 +84,8 @@ def test_vectorized_equals_per_client(task, algo, settings):
     torch.testing.assert_close(vec.w, ref.w, rtol=TOL, atol=TOL)
     for key, value in ref.state.items():  # server state (DRFL's lambda)
         torch.testing.assert_close(vec.state[key], value, rtol=TOL, atol=TOL)
-    ref_states, vec_states = ref.pool.client_states(), vec.pool.client_states()
-    assert ref_states.keys() == vec_states.keys()
-    for cid, st in ref_states.items():  # per-client state (Ditto's personal models)
-        for key, value in st.items():
-            torch.testing.assert_close(vec_states[cid][key], value, rtol=TOL, atol=TOL)
+    # per-client state (Ditto's personal models, PDSGD's dual weights)
+    assert_client_states_close(ref.pool.client_states(), vec.pool.client_states(), TOL)
 
 
 @pytest.mark.parametrize("task,algo,settings", [

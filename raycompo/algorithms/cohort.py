@@ -568,6 +568,24 @@ class CohortBatch:
             return None
         return self.batch(0, None, stream)
 
+    def sample_index(self, batch: Batch) -> torch.Tensor:
+        """(k, B) int64 on the CPU: row i, column j is the index in client i's own data of its
+        row j of `batch` (what `batch.picks[i][j]` holds); for a client that reads all its
+        samples, j itself (a padding row's j >= n_i is no sample's). The drawing clients'
+        rows written at once where the batch's picks are a view of the chunk's draws."""
+        width = batch.mask.shape[1]
+        index = torch.arange(width, dtype=torch.int64).repeat(self.k, 1)
+        picks = batch.picks
+        if isinstance(picks, StepPicks):
+            if picks.drawn is not None:
+                drawing = self._drawing(picks.drawn.shape[2])[0]
+                index[torch.tensor(drawing, dtype=torch.int64)] = picks.drawn[:, picks.step].to(torch.int64)
+            return index
+        for i, p in enumerate(picks or ()):  # a chunk drawn client by client (no common slab)
+            if p is not None:
+                index[i, :len(p)] = p.to("cpu", torch.int64)
+        return index
+
     def keep_rows(self, name: str, value: torch.Tensor | None) -> None:
         """Keep a (k, ...) value of the chunk (or None) for a later phase of this round on the
         same clients (`take_rows`), as the per-client path keeps a client's row in its

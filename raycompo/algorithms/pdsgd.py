@@ -19,18 +19,26 @@ the pooled batch is K |b| samples ("K times the gradient computation" of one cli
              KL term and an unbiased estimate of the loss vector)
 
 Clients keep their dual log-weights a_i (unnormalized) as persistent state; the global
-normalizer log Z = logsumexp over all N of them is exchanged with the step (each client
-returns the logsumexp of its own a), so a step costs one exchange, like MBSGD-CO. One
-engine round = `sync_every` (I) steps. Requires objective 'kl'.
+normalizer log Z = logsumexp over all N of them is exchanged with the step, so a step costs
+one exchange, like MBSGD-CO: each client returns its mass relative to the last normalizer,
+M_k = sum_{i of k} exp(a_i - log Z) (after its ascent), and the server sums them,
+log Z <- log Z + log sum_k M_k (the same logsumexp, shifted by the log Z all clients were
+sent). A sum is what the engine aggregates without a Python call per client; where it
+is not a positive finite number (a step that moved some a_i by more than ~700 past log Z,
+i.e. a diverged run), the server asks each client for the logsumexp of its a instead
+(phase log_mass, as in the first round, where p is uniform). One engine round =
+`sync_every` (I) steps. Requires objective 'kl'.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from raycompo.algorithms.base import client_phase, grad_of
+from raycompo.algorithms.chunk_state import ChunkState
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.compression.keys import VALUE
@@ -53,7 +61,7 @@ class PDSGD(GlobalCOAlgorithm):
     name = "pdsgd"
     Settings = PDSGDSettings
     requires = frozenset({"sample_losses"})
-    contributions = {"log_mass": {"lse": VALUE}, "step": {"g": VALUE, "lse": VALUE}}
+    contributions = {"log_mass": {"lse": VALUE}, "step": {"g": VALUE, "mass": VALUE}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
 
     def server_round(self, ctx, w, state):
@@ -61,19 +69,25 @@ class PDSGD(GlobalCOAlgorithm):
         lr = self.lr_at(ctx.round)
         log_z = state.get("log_z")
         if log_z is None:  # p uniform: log Z = log N
-            each = ctx.map_each("log_mass", clients, {})
-            log_z = float(torch.logsumexp(torch.stack([each[k]["lse"].reshape(()).double() for k in clients]), 0))
+            log_z = self.log_normalizer(ctx, clients)
         for j in range(self.s.sync_every):
-            each = ctx.map_each("step", clients, {"w": w, "j": j, "log_z": log_z})
-            g = sum(each[k]["g"].to(torch.float64) for k in clients)
-            w = w - lr / self.s.lam * g.to(w.dtype)
-            log_z = float(torch.logsumexp(torch.stack([each[k]["lse"].reshape(()).double() for k in clients]), 0))
+            sums = ctx.map("step", clients, {"w": w, "j": j, "log_z": log_z})
+            w = w - lr / self.s.lam * sums["g"].to(w.dtype)
+            mass = float(sums["mass"])  # sum_k M_k = Z_new / Z
+            log_z = log_z + math.log(mass) if 0 < mass < math.inf else self.log_normalizer(ctx, clients)
         return w, {**state, "log_z": log_z}
+
+    def log_normalizer(self, ctx, clients: list[int]) -> float:
+        """log Z = logsumexp over the clients of the logsumexp of each one's a (an exchange
+        of one value per client, each client's own: no shift that could overflow)."""
+        each = ctx.map_each("log_mass", clients, {})
+        return float(torch.logsumexp(torch.stack([each[k]["lse"].reshape(()).double() for k in clients]), 0))
 
     # --- client ---------------------------------------------------------------------
     def log_weights(self, c, state) -> torch.Tensor:
-        """The client's dual log-weights a (float64, one per sample), on the CPU: the state
-        store gives states back on the host's device, a GPU where there is one."""
+        """The client's dual log-weights a (float64, one per sample; after a batched step,
+        then -inf up to its chunk's largest n_i: weight 0, kept so by the ascent), on the
+        CPU: the state store gives states back on the host's device, a GPU where there is one."""
         a = state.get("a")
         return torch.zeros(c.data.num_samples, dtype=torch.float64) if a is None else a.cpu()
 
@@ -104,35 +118,64 @@ class PDSGD(GlobalCOAlgorithm):
         # mirror ascent; p = exp(a - log Z) with the global log Z (a stays bounded:
         # the (1 - eta_p lam) contraction keeps |a| <= max |ghat| / lam)
         a = (1 - s.dual_lr * s.lam) * a + s.dual_lr * ghat
-        return {"g": g.detach(), "lse": torch.logsumexp(a, 0)}, {**state, "a": a}
+        mass = float(torch.exp(a - payload["log_z"]).sum())  # M_k
+        return {"g": g.detach(), "mass": mass}, {**state, "a": a}
 
     # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
+    # The chunk's dual log-weights are one (k, W) float64 tensor, W the chunk's largest n_i,
+    # client i's a in row i's first n_i columns and -inf after them (padding: weight
+    # exp(-inf) = 0 in every logsumexp and p_i, and the ascent keeps it -inf); stored so,
+    # it is read and written with one stacked copy per chunk (`StateStore.get_many`).
     @batched_phase("log_mass")
     def batched_log_mass(self, cb, states, payload):
-        return {"lse": [torch.logsumexp(self.log_weights(c, st), 0) for c, st in zip(cb.clients, states)]}, states
+        a = padded_log_weights(cb, states)
+        return {"lse": torch.logsumexp(a, 1)}, cb.new_states(states, {"a": a})
 
     @batched_phase("step")
     def batched_step(self, cb, states, payload):
         """client_step for a chunk: the weights p_i of each client's drawn samples weigh one
-        pullback of the batch's per-sample losses; the dual ascent stays per client."""
+        pullback of the batch's per-sample losses; the dual ascent of all k rows at once."""
         s, w = self.s, payload["w"]
         batch = cb.batch(payload["j"], s.batch_size)  # the draws of client_step (stream 0)
-        assert batch.picks is not None
-        coef = torch.zeros(batch.mask.shape, dtype=w.dtype, device=w.device)  # padded rows weigh 0
-        drawn = []
-        for i, (c, st) in enumerate(zip(cb.clients, states)):
-            n, a = c.data.num_samples, self.log_weights(c, st)
-            pick = batch.picks[i]
-            idx = torch.arange(n) if pick is None else pick.to("cpu")
-            size = len(idx)
-            coef[i, :size] = ((n / size) * torch.exp(a[idx] - payload["log_z"])).to(w.dtype)
-            drawn.append((n, size, idx, a))
+        a = padded_log_weights(cb, states)
+        dev = a.device
+        idx = cb.sample_index(batch).to(dev)  # (k, B): the index i of each row's sample
+        real = batch.mask.to(dev) > 0
+        ratio = (cb.num_samples() / batch.count.to(dev, torch.float64)).unsqueeze(1)  # n_k / |b_k|
+        p = torch.exp(a.gather(1, idx) - payload["log_z"])  # p_i of the drawn samples
+        coef = torch.where(real, ratio * p, 0.0).to(w.device, w.dtype)  # padded rows weigh 0
         g, losses = cb.task.batched_sample_grad(cb.broadcast(w), batch, lambda _: coef)
-        lse, new_states = [], []
-        for (n, size, idx, a), st, row in zip(drawn, states, losses):
-            ghat = torch.zeros_like(a)
-            ghat[idx] = (n / size) * row[:size].detach().to("cpu", torch.float64)
-            a = (1 - s.dual_lr * s.lam) * a + s.dual_lr * ghat
-            lse.append(torch.logsumexp(a, 0))
-            new_states.append({**st, "a": a})
-        return {"g": g, "lse": lse}, new_states
+        ghat = torch.where(real, ratio * losses.to(dev, torch.float64), 0.0)
+        ghat = torch.zeros_like(a).scatter_(1, idx, ghat)  # a padded row lands on a -inf column, as 0
+        a = (1 - s.dual_lr * s.lam) * a + s.dual_lr * ghat  # padding: -inf stays -inf
+        mass = torch.exp(a - payload["log_z"]).sum(1).tolist()  # M_k, numbers: summed in float64
+        return {"g": g, "mass": mass}, cb.new_states(states, {"a": a})
+
+
+def padded_log_weights(cb, states) -> torch.Tensor:
+    """(k, W) float64 on the chunk's device, W = the chunk's largest n_i: each client's dual
+    log-weights a (0 before its first step) in its first n_i columns, -inf after them. A
+    stacked state's rows as they are (cut or padded to W where stored at another width);
+    a list of states (spilled, or kept by the per-client path) padded client by client."""
+    n = cb.num_samples()
+    width = int(max(cb.sizes))
+    first = torch.zeros((cb.k, width), dtype=torch.float64, device=n.device)
+    first.masked_fill_(torch.arange(width, device=n.device) >= n.unsqueeze(1), float("-inf"))
+    if isinstance(states, ChunkState):
+        if "a" not in states.tensors:
+            return first
+        a = fit_width(states.tensors["a"].to(first.device), width)
+        if states.present is None:
+            return a
+        return torch.where(states.present.to(first.device).unsqueeze(1), a, first)  # no state yet: 0s
+    rows = [fit_width(st["a"].to(first.device).unsqueeze(0), width)[0] if "a" in st else first[i]
+            for i, st in enumerate(states)]
+    return torch.stack(rows) if rows else first
+
+
+def fit_width(a: torch.Tensor, width: int) -> torch.Tensor:
+    """Rows of padded log-weights (r, W') as (r, width): columns past every row's n_i are
+    -inf, so they are cut or added as -inf."""
+    if a.shape[1] >= width:
+        return a[:, :width]
+    return torch.nn.functional.pad(a, (0, width - a.shape[1]), value=float("-inf"))
