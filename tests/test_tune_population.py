@@ -427,3 +427,39 @@ def test_populations_run_inline_and_to_the_end(tmp_path):
         opts = SweepOptions(space="dro", population=4, out=str(tmp_path / word.strip("-").split()[0]), **bad)
         with pytest.raises(ConfigError, match=word):
             prepare(opts)
+
+
+def test_the_population_searcher_hands_whole_structures_and_tells_each_member_its_own_result():
+    from ray.tune.search import Searcher
+
+    from raycompo.tune.population_search import PopulationSearcher
+
+    class Inner(Searcher):  # fedavg and comfedl in turn, as PerAlgorithmSearcher hands them
+        def __init__(self):
+            super().__init__(metric="m", mode="max")
+            self.todo = [{"algorithm": a, "lr": lr} for lr in (1, 2, 3) for a in ("fedavg", "comfedl")]
+            self.told: dict[str, tuple] = {}
+            self.ids: dict[str, dict] = {}
+
+        def suggest(self, trial_id):
+            if not self.todo:
+                return Searcher.FINISHED
+            self.ids[trial_id] = self.todo.pop(0)
+            return self.ids[trial_id]
+
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            self.told[trial_id] = (self.ids[trial_id], None if result is None else result["m"], error)
+
+    inner = Inner()
+    s = PopulationSearcher(inner, 2, key=lambda c: c["algorithm"], metric="m", mode="max")
+    first = s.suggest("t1")
+    assert first == {"algorithm": "fedavg", "population": [{"lr": 1}, {"lr": 2}]}
+    second = s.suggest("t2")
+    assert second == {"algorithm": "comfedl", "population": [{"lr": 1}, {"lr": 2}]}
+    s.on_trial_result("t1", {"member": 1, "m": 0.5, "status": "completed"})
+    s.on_trial_result("t1", {"member": 0, "m": 0.25, "status": "error"})
+    s.on_trial_complete("t1")
+    told = sorted(inner.told.values(), key=lambda t: t[0]["lr"])
+    assert told == [({"algorithm": "fedavg", "lr": 1}, None, True), ({"algorithm": "fedavg", "lr": 2}, 0.5, False)]
+    assert s.suggest("t3")["population"] == [{"lr": 3}] and s.suggest("t4")["population"] == [{"lr": 3}]
+    assert s.suggest("t5") == Searcher.FINISHED

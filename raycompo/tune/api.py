@@ -120,8 +120,9 @@ def tune(
     population: trials per population (`raycompo.tune.population`: trials that share every
         structural setting and differ only in float settings such as lr), an integer >= 1 or
         'auto'; Optuna is asked that many configurations at a time (batched ask/tell) and, with
-        quiet=False, the sweep prints how its trials group. None: one at a time, as before.
-        Each trial still runs on its own.
+        quiet=False, the sweep prints how its trials group; each Tune trial runs a population
+        as one computation (raycompo/engine/population.py: each trial's rows as alone;
+        backend 'inline', scheduler 'none'). None: one trial at a time, as before.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
     from raycompo.tune.results import SweepStore
     from raycompo.tune.space import space_from_dict

@@ -63,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="asha: stop poor trials early (ASHA on the rounds)")
     p.add_argument("--population", default=None, metavar="P",
                    help="trials per population (equal but for float settings such as lr, gamma): an integer >= 1 "
-                        "or 'auto'; Optuna is asked P configurations at a time and the sweep prints how its trials "
-                        "group (each trial still runs on its own). Default: one at a time, as before")
+                        "or 'auto'; each Tune trial runs up to P of them as one population (one batched "
+                        "computation, each trial's rows as alone; --backend inline, no --scheduler), Optuna is asked "
+                        "P configurations at a time. Default: one trial at a time, as before")
     p.add_argument("--max-concurrent", type=int, default=None,
                    help="trials run at once (default: as many as the CPUs/GPUs fit)")
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",

@@ -2,10 +2,10 @@
 
 `PopulationSearcher` wraps the sweep's searcher (`PerAlgorithmSearcher`: a grid's points or
 Optuna's samples, `BatchedOptunaSearch` asking P at a time). Asked for a Tune trial, it asks
-the wrapped searcher for up to P configurations, each under a member id of its own, and hands
-Tune the first structural group of them (`population_key`: the same algorithm, task and
-shapes) as one config `{"algorithm": algo, "population": [point, ...]}`; configurations of
-another group wait for the next trial. The trainable (`tune/trainable.py`:
+the wrapped searcher for configurations, each under a member id of its own, until P of one
+structure (`population_key`: the same algorithm, task and shapes) are there (or it has none
+ready, or `PENDING` x P wait), and hands Tune the fullest group, first seen first, as one
+config `{"algorithm": algo, "population": [point, ...]}`; the others wait for the next trials. The trainable (`tune/trainable.py`:
 `run_population_trial`) runs them as one population and reports each member's rows with its
 index (`member`); each member's last row goes back to the wrapped searcher as that member's
 result, so Optuna is told each configuration's own value, as without populations.
@@ -20,6 +20,10 @@ from ray.tune.search import Searcher
 
 MEMBERS = "population"
 """The key of a population trial's config: its members' points (each without `algorithm`)."""
+
+PENDING = 4
+"""At most this many times P configurations are asked ahead to fill a population of one
+structure (the others wait for the next trials)."""
 
 MEMBER = "member"
 """The key of a report of a population trial: the index of the member whose row it is."""
@@ -43,7 +47,7 @@ class PopulationSearcher(Searcher):
 
     def suggest(self, trial_id: str):
         finished = False
-        while len(self.pending) < self.size:
+        while max(self._sizes().values(), default=0) < self.size and len(self.pending) < PENDING * self.size:
             self._asked += 1
             member_id = f"{trial_id}-member{self._asked}"
             config = self.inner.suggest(member_id)
@@ -55,14 +59,23 @@ class PopulationSearcher(Searcher):
             self.pending.append((member_id, config))
         if not self.pending:
             return Searcher.FINISHED if finished else None
-        first = self.key(self.pending[0][1])
-        group = [entry for entry in self.pending if self.key(entry[1]) == first][: self.size]
+        sizes = self._sizes()
+        chosen_key = max(sizes, key=lambda k: min(sizes[k], self.size))  # the first of the fullest groups
+        group = [entry for entry in self.pending if self.key(entry[1]) == chosen_key][: self.size]
         chosen = {member_id for member_id, _ in group}
         self.pending = [entry for entry in self.pending if entry[0] not in chosen]
         self.members[trial_id] = [member_id for member_id, _ in group]
         self.handed.append([config for _, config in group])
         algo = group[0][1]["algorithm"]
         return {"algorithm": algo, MEMBERS: [{k: v for k, v in c.items() if k != "algorithm"} for _, c in group]}
+
+    def _sizes(self) -> dict[Hashable, int]:
+        """The pending configurations' count per structural key, in the order first seen."""
+        sizes: dict[Hashable, int] = {}
+        for _, config in self.pending:
+            key = self.key(config)
+            sizes[key] = sizes.get(key, 0) + 1
+        return sizes
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         members = self.members.get(trial_id)

@@ -8,10 +8,12 @@ configuration twice. One Tune run (not one per algorithm) lets trials of differe
 algorithms run side by side and reuse the same trial actors (`reuse_actors`: the process,
 its imports and its cached data partition survive from one trial to the next).
 
-`--population P` (tune/population.py, issue 42): Optuna is asked P configurations at a time
-(`BatchedOptunaSearch`, ask/tell) and the sweep prints how the trials it ran group into
-populations (trials sharing every structural setting); each trial still runs on its own.
-Without it, the sweep runs and records as before (sweep.json has no `population`).
+`--population P` (tune/population.py, issue 42): each Tune trial is a population of up to P
+trials that share every structural setting (`PopulationSearcher`), run as one computation
+(`run_population_trial`, raycompo/engine/population.py), each recorded as a trial of its own;
+Optuna is asked P configurations at a time (`BatchedOptunaSearch`, ask/tell), and the sweep
+prints how the trials it ran group into populations. Without it, the sweep runs and records
+as before (sweep.json has no `population`).
 
 A `Recorder` callback (in this process) collects each trial's rows and writes them when
 the trial ends, and prints one progress line per finished trial.
@@ -102,8 +104,9 @@ class SweepOptions:
     """A cost budget for every trial (`--budget KEY=VALUE`), over the space's `budget` key."""
     population: int | str | None = None
     """`--population P`: trials per population (tune/population.py), an integer >= 1 or 'auto';
-    Optuna is asked P configurations at a time. None (default): one at a time, as before
-    populations, and sweep.json unchanged. Each trial still runs on its own for now."""
+    each Tune trial runs a population of up to P trials as one computation, and Optuna is asked
+    P configurations at a time. None (default): one at a time, as before populations, and
+    sweep.json unchanged."""
 
 
 @dataclass
