@@ -2,7 +2,7 @@
 
     python -m raycompo.bench population [--algos fedavg comfedl] [--workload synthetic]
         [--rounds 40] [--clients 200] [--m 100] [--seeds 1] [--threads 1] [--eval-every 10]
-        [--sampler randperm|keyed]
+        [--sampler randperm|keyed] [--sweep [--population 8]]
 
 For each algorithm, the grid of its step sizes (`GRIDS`: 8 each; two of ComFedL's diverge
 on `synthetic`) times `--seeds` seeds, on the inline backend with vectorized cohorts:
@@ -18,7 +18,10 @@ it as the product's alpha), which stays there where the training is stable and g
 is chaotic (on `synthetic` at tau 20, lr >= 0.1: there the per-client and the vectorized runs
 of one trial differ as much). Workloads as
 `bench cohort`'s (`logistic-784`: 784 x 10 logistic regression, tau 5, batch 32;
-`synthetic`: FedProx's Synthetic(1, 1), 60 features). Figures are printed, never asserted.
+`synthetic`: FedProx's Synthetic(1, 1), 60 features). `--sweep` also runs the same grid as a
+sweep (`raycompo.tune(space, search="grid")`, inline) with `--population 1` and with
+`--population P`: the wall time of each (Ray's and Tune's start included) and whether the
+trials' statuses and final losses agree. Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -80,6 +83,41 @@ def measure(cfgs: list[RunConfig]) -> dict[str, Any]:
             "differences": [difference(a, b) for a, b in zip(alone, together)]}
 
 
+def sweep_space(args: Any) -> dict[str, Any]:
+    """The grid sweep of the same trials (`--sweep`): one space, both algorithms' step sizes."""
+    algos = {a: {"lr": GRIDS[a], **{k: [v] for k, v in ALGOS[a].items()}} for a in args.algos}
+    return {"name": "population-bench", "task": "synthetic", "rounds": args.rounds, "eval_every": args.eval_every,
+            "settings": {**WORKLOADS[args.workload], "n_clients": args.clients, "clients_per_round": args.m,
+                         "sampler": args.sampler, "vectorize": "on", "eval_clients": 20},
+            "algorithms": algos}
+
+
+def measure_sweeps(args: Any) -> None:
+    """`--sweep`: `raycompo.tune(space, search='grid')` with population 1 and `--population`
+    (inline, one Ray instance for both), wall seconds side by side and their trials compared."""
+    import tempfile
+
+    import pandas as pd
+
+    import raycompo
+
+    tables, seconds = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for size in (None, args.population):
+            t0 = time.perf_counter()
+            raycompo.tune(sweep_space(args), search="grid", population=size, out=f"{folder}/p{size or 1}", quiet=True)
+            seconds.append(time.perf_counter() - t0)
+            tables.append(pd.read_csv(f"{folder}/p{size or 1}/trials.csv").sort_values("trial_id"))
+    a, b = tables
+    cols = [c for c in a.columns if c.startswith("final_") and "loss" in c]
+    rel = ((a[cols].to_numpy(float) - b[cols].to_numpy(float)) / (abs(a[cols].to_numpy(float)) + 1e-3))
+    finite = rel[~pd.isna(rel)]
+    print(f"sweep (grid, {len(a)} trials): --population 1 {seconds[0]:.1f} s, --population {args.population} "
+          f"{seconds[1]:.1f} s: {seconds[0] / seconds[1]:.2f}x; diverged {list(a['status']).count('diverged')} / "
+          f"{list(b['status']).count('diverged')}, same statuses {list(a['status']) == list(b['status'])}, "
+          f"largest relative difference of a final loss {abs(finite).max() if finite.size else 0:.1e}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m raycompo.bench population", description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", default=list(GRIDS), choices=list(GRIDS))
@@ -90,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=1, help="seeds per step size")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--sampler", default="randperm", choices=["randperm", "keyed"], help="as raycompo.run's")
+    p.add_argument("--sweep", action="store_true", help="also the same grid as a sweep (raycompo.tune, inline), "
+                   "--population 1 vs --population P, Tune's and Ray's start included")
+    p.add_argument("--population", type=int, default=8, help="P of --sweep")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: on a shared machine more "
                    "threads measure the other processes' load)")
     args = p.parse_args(argv)
@@ -110,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{algo:<10} {len(cfgs):>6} {r['alone_s']:>9.1f} {r['population_s']:>13.1f} "
               f"{r['alone_s'] / r['population_s']:>8.2f}x {diverged:>9}  {diffs}")
         sys.stdout.flush()
+    if args.sweep:
+        measure_sweeps(args)
     return 0
 
 
