@@ -150,3 +150,12 @@ def test_the_population_benchmark_prints_both_timings_and_each_trials_difference
     assert row.split()[1] == "8" and row.count(":") == 8  # 8 trials, each one's difference
     diffs = [float(part.split(":")[1]) for part in row.split()[6:]]
     assert max(diffs[:4]) < 1e-5  # the stable step sizes: the trials' rows alone
+
+
+@pytest.mark.slow
+def test_the_population_benchmark_runs_the_grid_as_two_sweeps(capsys, ray_session):
+    from raycompo.bench.population import main
+
+    assert main(["--algos", "fedavg", "--rounds", "1", "--clients", "12", "--m", "4", "--sweep", "--population", "4"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("sweep (grid, 8 trials)"))
+    assert "--population 4" in line and "same statuses True" in line

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from raycompo.errors import RaycompoError
 from raycompo.reproduce import CLAIMS, reproduce
 from raycompo.reproduce.runner import plan
 from raycompo.watch.stats import mean_ci
@@ -131,3 +132,26 @@ def test_close_fails_when_one_side_diverged_in_every_seed():
     assert ok is False and "diverged 2/2" in text
     ok, _ = evaluate(Close("val_acc", "a", "b", 0.02), {"a": Outcome("a", n=2, failed=2), "b": ran})
     assert ok is None  # failed (not diverged): nothing measured, nothing judged
+
+
+@pytest.mark.slow
+def test_population_runs_each_variants_seeds_together_with_the_rows_of_each_seed_alone(tmp_path):
+    """--population (issue 42): a variant's seeds as one population; every run's metrics.csv
+    as the run's alone (float rounding), the same verdict."""
+    claim = CLAIMS["comfedl-fig3"]
+    lines = [reproduce("comfedl-fig3", out=tmp_path / str(p), seeds=2, rounds=2, workers=1, settings=claim.tiny,
+                       log=lambda s: None, population=p) for p in (False, True)]
+    assert lines[0] == lines[1]
+    runs = sorted(p.name for p in (tmp_path / "False" / "runs").iterdir())
+    assert runs == sorted(p.name for p in (tmp_path / "True" / "runs").iterdir()) and len(runs) == 14
+    for run in runs:
+        a, b = (pd.read_csv(tmp_path / str(p) / "runs" / run / "metrics.csv") for p in (False, True))
+        cols = [c for c in a.columns if a[c].dtype.kind == "f" and "time" not in c]
+        close = ((a[cols] - b[cols]).abs() <= 1e-5 * (a[cols].abs() + 1e-3)) | (a[cols].isna() & b[cols].isna())
+        assert close.all().all(), run  # (a diverged run's NaN rows alike)
+
+
+def test_population_and_a_tracker_are_refused(tmp_path):
+    with pytest.raises(RaycompoError, match="--population"):
+        reproduce("comfedl-fig3", out=tmp_path, seeds=1, rounds=1, workers=1, population=True, tracker="mlflow",
+                  log=lambda s: None)

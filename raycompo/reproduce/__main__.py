@@ -118,7 +118,8 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
               full: bool = False, data_dir: str | None = None, workers: int = 1, address: str | None = None,
               settings: dict[str, Any] | None = None, log=print, tracker: str | list[str] | None = None,
               progress: bool | None = None, *, with_algorithms: list | None = None,
-              with_settings: dict[str, Any] | None = None, overwrite: bool = False, resume: bool = False) -> str:
+              with_settings: dict[str, Any] | None = None, overwrite: bool = False, resume: bool = False,
+              population: bool = False) -> str:
     """Run claim `name` into `out` and write its report; returns the verdict.
 
     `out`: None for a new folder reproduce_results/<name>-<date>-<time>; a folder that holds a
@@ -129,13 +130,18 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
     then `settings`, then `with_settings`), tabled and drawn as "yours", never in the verdict.
     tracker: 'mlflow' / 'wandb' (raycompo/watch/trackers.py): every run logged there, into the
     experiment named after the claim (MLflow's store: <out>/mlruns by default).
-    progress: a bar of runs done (on a terminal; lines elsewhere); default: when `log` is print."""
+    progress: a bar of runs done (on a terminal; lines elsewhere); default: when `log` is print.
+    population: each variant's seeds run as one population (raycompo/engine/population.py;
+    one Ray task per variant with workers > 1): each run's rows as alone, to float rounding;
+    not with `tracker`."""
     from raycompo.configuration.arguments import check, positive_int
     from raycompo.watch.trackers import check_trackers, mlflow_experiment, mlflow_uri
 
     check("raycompo.reproduce", {"seeds": seeds, "rounds": rounds, "workers": workers},
           {"seeds": positive_int(none=True), "rounds": positive_int(none=True), "workers": positive_int()})
     trackers = check_trackers(tracker)
+    if population and trackers:
+        raise RaycompoError("--population runs a variant's seeds in one process: leave out --tracker")
     if name not in CLAIMS:
         raise RaycompoError(f"unknown claim {name!r}; choose one of: {', '.join(CLAIMS)}")
     claim = CLAIMS[name]
@@ -168,7 +174,7 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
         from raycompo.watch.progress import SweepProgress
 
         bar = SweepProgress(len(jobs), unit="run", stream=sys.stdout)
-    run_jobs(jobs, workers=workers, address=address, log=log, progress=bar, tracking=tracking)
+    run_jobs(jobs, workers=workers, address=address, log=log, progress=bar, tracking=tracking, population=population)
     line = write_all(claim, jobs, out, header)
     log(f"done in {time.perf_counter() - start:.0f} s: {out}/table.md, figure.png\n{line}")
     return line
@@ -196,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="settings of the --with runs only (e.g. gamma=1), over the claim's and --set's")
     p.add_argument("--full", action="store_true", help="the paper's data set instead of the offline task (needs --data-dir or a download)")
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--population", action="store_true",
+                   help="each variant's seeds as one population: their local steps as rows of one batched "
+                        "computation, each run's rows as alone (raycompo/engine/population.py)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="runs in parallel as Ray tasks (default: the CPU count); 1: one by one in this process")
     p.add_argument("--address", default=None, help="Ray cluster to run on (e.g. auto); --out must be on a shared file system")
@@ -220,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         reproduce(args.name, out=args.out, seeds=args.seeds, rounds=args.rounds, full=args.full,
                   data_dir=args.data_dir, workers=args.workers, address=args.address, settings=parse_sets(args.sets),
                   with_algorithms=args.with_algorithms, with_settings=parse_sets(args.with_sets),
-                  overwrite=args.overwrite, resume=args.resume, tracker=args.tracker)
+                  overwrite=args.overwrite, resume=args.resume, tracker=args.tracker,
+                  population=args.population)
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -254,12 +254,64 @@ def execute(cfg_dict: dict[str, Any], out: str, classes: dict[tuple[str, str], t
     return {"out": out, "status": status, "error": error, "bad_input": bad_input, "time_s": time.perf_counter() - start}
 
 
+def execute_population(cfg_dicts: list[dict[str, Any]], outs: list[str], classes: dict[tuple[str, str], type] | None = None,
+                       tracking: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """`execute` for a variant's seeds as one population (raycompo/engine/population.py: their
+    local steps as rows of one batched computation, each run's rows as alone), in this
+    process; each run's result as `execute` returns it (`time_s`: the population's).
+    `tracking` must be None (the trackers log one run per process)."""
+    import functools
+
+    import torch
+
+    from raycompo.configuration.plugins import remember
+    from raycompo.engine.population import run_population
+    from raycompo.errors import RaycompoError
+
+    if tracking and tracking.get("trackers"):
+        raise ConfigError("--population runs a variant's seeds in one process: it cannot log to a tracker (--tracker)")
+    torch.set_num_threads(1)
+    remember(classes or {})
+    start = time.perf_counter()
+    runs = [functools.partial(_population_member, cfg, out) for cfg, out in zip(cfg_dicts, outs)]
+    outcomes, _ = run_population(runs)
+    took = time.perf_counter() - start
+    results = []
+    for out, outcome in zip(outs, outcomes):
+        res = {"out": out, "status": "", "error": "", "bad_input": False, "time_s": took}
+        if isinstance(outcome, RaycompoError):
+            res.update(status="failed", error=str(outcome), bad_input=True)
+        elif isinstance(outcome, BaseException):
+            res.update(status="failed", error=f"{type(outcome).__name__}: {outcome}")
+        else:
+            res["status"] = outcome.status
+        results.append(res)
+    return results
+
+
+def _population_member(cfg_dict: dict[str, Any], out: str, seat: Any) -> Any:
+    from raycompo.engine import run
+
+    return run(RunConfig.from_dict(cfg_dict), out=out, overwrite=True, hosts=seat)
+
+
+def variants(jobs: list[Job]) -> list[list[Job]]:
+    """The jobs grouped by configuration but for the seed (a variant's seeds), in order."""
+    groups: dict[str, list[Job]] = {}
+    for j in jobs:
+        d = j.cfg.to_dict()
+        d.pop("seed", None)
+        groups.setdefault(json.dumps(d, sort_keys=True, default=str), []).append(j)
+    return list(groups.values())
+
+
 def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
              log: Callable[[str], None] = print, progress: Any = None,
-             tracking: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             tracking: dict[str, Any] | None = None, population: bool = False) -> list[dict[str, Any]]:
     """Run the jobs not yet done; `workers` at a time (Ray tasks), or here one by one (1).
     `progress`: a `raycompo.watch.progress.SweepProgress` given the total here and a line per
-    finished run (instead of `log`); `tracking`: see `execute`."""
+    finished run (instead of `log`); `tracking`: see `execute`. `population`: each variant's
+    seeds run as one population (`execute_population`; a Ray task per variant)."""
     todo = [j for j in jobs if not is_done(j)]
     if len(todo) < len(jobs):
         log(f"{len(jobs) - len(todo)} of {len(jobs)} runs already finished; skipping them")
@@ -284,19 +336,32 @@ def run_jobs(jobs: list[Job], workers: int = 1, address: str | None = None,
             log(msg)
 
     try:
-        return _run_todo(todo, workers, address, report, results, tracking)
+        return _run_todo(todo, workers, address, report, results, tracking, population)
     finally:
         if progress is not None:
             progress.close()
 
 
-def _run_todo(todo, workers, address, report, results, tracking):
+def _run_todo(todo, workers, address, report, results, tracking, population=False):
     if not todo:
         return results
     classes = plugin_classes(todo)
+    groups = variants(todo) if population else [[j] for j in todo]
+
+    def call(group: list[Job], shipped: Any = None) -> tuple:
+        """The arguments of one call of `execute` (a job) or `execute_population` (a group);
+        `shipped`: the classes as a Ray object (default: the classes themselves)."""
+        outs = [str(j.out.resolve()) for j in group]  # absolute: a Ray worker's folder is not this process's
+        given = classes if shipped is None else shipped
+        if population:
+            return ([j.cfg.to_dict() for j in group], outs, given, tracking)
+        return (group[0].cfg.to_dict(), outs[0], given, tracking)
+
     if workers <= 1 and address is None:
-        for j in todo:
-            report(execute(j.cfg.to_dict(), str(j.out), classes, tracking))
+        for group in groups:
+            answer = execute_population(*call(group)) if population else execute(*call(group))
+            for res in answer if population else [answer]:
+                report(res)
         return results
     import ray
 
@@ -310,18 +375,17 @@ def _run_todo(todo, workers, address, report, results, tracking):
         started = True
     pending: list = []
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+        remote = ray.remote(num_cpus=1, max_retries=0)(execute_population if population else execute)
         shipped = ray.put(classes)  # the user's classes, pickled by value (plugins.ship), once
-        queue = list(todo)
+        queue = list(groups)
         while queue or pending:
             while queue and len(pending) < workers:
-                j = queue.pop(0)
-                # absolute: a Ray worker's folder is not this process's (a joined cluster's
-                # workers would write a relative --out under their own folder)
-                pending.append(remote.remote(j.cfg.to_dict(), str(j.out.resolve()), shipped, tracking))
+                pending.append(remote.remote(*call(queue.pop(0), shipped)))
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
-                report(ray.get(ref))
+                answer = ray.get(ref)
+                for res in answer if population else [answer]:
+                    report(res)
     finally:
         for ref in pending:  # after an error: the claim stops
             ray.cancel(ref, force=True)
