@@ -42,6 +42,15 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
 
+def add_population(p: argparse.ArgumentParser) -> None:
+    """--population P (tune/population_search.py)."""
+    p.add_argument("--population", default=None, metavar="P",
+                   help="trials per population (equal but for float settings such as lr, gamma): an integer >= 1 "
+                        "or 'auto'; each Tune trial runs up to P of them as one population (one batched "
+                        "computation, each trial's rows as alone; --backend inline, no --scheduler), Optuna is asked "
+                        "P configurations at a time. Default: one trial at a time, as before")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m raycompo.tune", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,11 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(trials with a simulated system)")
     p.add_argument("--scheduler", choices=SCHEDULERS, default="none",
                    help="asha: stop poor trials early (ASHA on the rounds)")
-    p.add_argument("--population", default=None, metavar="P",
-                   help="trials per population (equal but for float settings such as lr, gamma): an integer >= 1 "
-                        "or 'auto'; each Tune trial runs up to P of them as one population (one batched "
-                        "computation, each trial's rows as alone; --backend inline, no --scheduler), Optuna is asked "
-                        "P configurations at a time. Default: one trial at a time, as before")
+    add_population(p)
     p.add_argument("--max-concurrent", type=int, default=None,
                    help="trials run at once (default: as many as the CPUs/GPUs fit)")
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",

@@ -312,6 +312,34 @@ def plan(space: Space, meta: dict[str, Any], store: SweepStore) -> dict[str, dic
 
 
 
+def trial_record(meta: dict[str, Any], space: Space, algo: str, point: dict[str, Any], rows: list[dict[str, Any]],
+                 result: dict[str, Any], status: str, error: str) -> dict[str, Any]:
+    """trials.csv's row of a finished trial: its settings, status, final and best values and
+    the command that re-runs it."""
+    metric = meta["metric"]
+    cfg = space.run_config(algo, point, full=meta["options"]["full"], rounds=meta["rounds"], seed=meta["seed"],
+                           backend=meta["options"]["backend"], data_dir=meta["options"]["data_dir"]
+                           ).canonical().to_dict()  # its command finds a plugin from any folder
+    final = rows[-1] if rows else {}
+    rec: dict[str, Any] = {"trial_id": trial_id(meta, algo, point), "algorithm": algo, "task": cfg["task"],
+                           "status": status, "rounds_done": int(final.get("round", 0)) if rows else 0}
+    rec.update(point)
+    for k, v in final.items():
+        if k not in ("round", "status", "diverged", "best_round", "trial_time") and not k.startswith("best_") and isinstance(v, (int, float)):
+            rec[f"final_{k}"] = v
+    if status == "diverged":
+        rec[f"final_{metric}"] = -math.inf if meta["mode"] == "max" else math.inf
+    rec[f"best_{metric}"] = final.get(f"best_{metric}")
+    rec["best_round"] = final.get("best_round")
+    rec["time_s"] = round(float(final.get("trial_time", result.get("time_total_s", 0.0))), 3)
+    rec["seed"] = cfg["seed"]
+    rec["rounds"] = cfg["rounds"]
+    rec["settings"] = json.dumps(cfg["settings"])
+    rec["command"] = command_line(cfg)
+    rec["error"] = error
+    return rec
+
+
 def make_recorder(meta, space, store, printer, counter, scheduler_on):
     from ray.tune import Callback
     from ray.tune.result import AUTO_RESULT_KEYS
@@ -351,27 +379,7 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
             if rows and rows[-1].get("status") == "error":  # a population's member that failed
                 status, error = "error", str(rows[-1].get("error", "error"))
                 rows = rows[:-1]
-            cfg = space.run_config(algo, point, full=meta["options"]["full"], rounds=meta["rounds"], seed=meta["seed"],
-                                   backend=meta["options"]["backend"], data_dir=meta["options"]["data_dir"]
-                                   ).canonical().to_dict()  # its command finds a plugin from any folder
-            tid = trial_id(meta, algo, point)
-            final = rows[-1] if rows else {}
-            rec: dict[str, Any] = {"trial_id": tid, "algorithm": algo, "task": cfg["task"], "status": status,
-                                   "rounds_done": int(final.get("round", 0)) if rows else 0}
-            rec.update(point)
-            for k, v in final.items():
-                if k not in ("round", "status", "diverged", "best_round", "trial_time") and not k.startswith("best_") and isinstance(v, (int, float)):
-                    rec[f"final_{k}"] = v
-            if status == "diverged":
-                rec[f"final_{metric}"] = -math.inf if meta["mode"] == "max" else math.inf
-            rec[f"best_{metric}"] = final.get(f"best_{metric}")
-            rec["best_round"] = final.get("best_round")
-            rec["time_s"] = round(float(final.get("trial_time", result.get("time_total_s", 0.0))), 3)
-            rec["seed"] = cfg["seed"]
-            rec["rounds"] = cfg["rounds"]
-            rec["settings"] = json.dumps(cfg["settings"])
-            rec["command"] = command_line(cfg)
-            rec["error"] = error
+            rec = trial_record(meta, space, algo, point, rows, result, status, error)
             store.record(rec, rows, order=order)
             counter["done"] += 1
             printer(rec, point)
