@@ -248,6 +248,8 @@ class CohortBatch:
             return None, rows_of
         if self.sampler == "keyed":
             seeds = self._seed_rows(drawing, steps, stream)  # (drawing, steps)
+            if self.trials is not None:  # a population's rows: trials of one seed draw alike, drawn once
+                return self._shared_keyed(seeds, [self.sizes[i] for i in drawing], size), rows_of
             n: np.ndarray = np.repeat(np.array([self.sizes[i] for i in drawing], dtype=np.int64), len(steps))
             drawn = keyed_indices(seeds.reshape(-1), torch.from_numpy(n), size)
             return drawn.view(len(drawing), len(steps), size), rows_of
@@ -257,6 +259,15 @@ class CohortBatch:
         firsts = torch.from_numpy((starts[:, None] + np.arange(size, dtype=np.int64)).reshape(-1))
         drawn = torch.cat(perms).index_select(0, firsts)
         return drawn.view(len(drawing), len(steps), size), rows_of
+
+    @staticmethod
+    def _shared_keyed(seeds: torch.Tensor, sizes: list[int], size: int) -> torch.Tensor:
+        """The keyed draws of `seeds` (rows, steps) of clients of `sizes` (rows), each distinct
+        row of seeds (a client's, shared by a population's trials of one seed) drawn once."""
+        unique, inverse = torch.unique(seeds, dim=0, return_inverse=True)
+        n = torch.zeros(len(unique), dtype=torch.int64).scatter_(0, inverse, torch.tensor(sizes, dtype=torch.int64))
+        drawn = keyed_indices(unique.reshape(-1), n.repeat_interleave(seeds.shape[1]), size)
+        return drawn.view(len(unique), seeds.shape[1], size).index_select(0, inverse)
 
     def _drawing(self, size: int) -> tuple[list[int], list[int | None]]:
         """The clients that draw a batch of `size` (size < n_i), by position in the chunk, and
