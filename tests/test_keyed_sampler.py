@@ -21,8 +21,9 @@ from raycompo.engine.host import ClientCtx
 from raycompo.errors import ConfigError
 from raycompo.run import main as run_main
 from raycompo.tasks.sampler import (
+    GROUPS,
     MASKED,
-    _blocks,
+    _groups,
     as_int64,
     keyed_draw,
     keyed_hash,
@@ -194,18 +195,26 @@ def test_one_row_in_numpy_is_the_batched_row():
             )
 
 
-def test_blocks_cover_the_rows_in_order_within_their_limits():
+def test_groups_cover_the_rows_in_order_within_their_limits():
+    """GROUPS groups of rows within a factor 2 of their width (but the last), in blocks
+    within the limit (or one row); as many blocks whatever the sizes (an empty group: one
+    empty block), so a round's torch operations do not depend on its clients' sizes."""
     rng = np.random.default_rng(9)
-    for _ in range(200):
-        n = np.sort(rng.integers(1, 3000, int(rng.integers(1, 300))))
-        limit = int(rng.choice([1, 50, 5000, 2**17]))
-        spans = _blocks(n, limit)
+    for _ in range(300):
+        b = int(rng.integers(1, 40))
+        n = np.sort(b + rng.integers(1, 3000, int(rng.integers(1, 300))))
+        limit = int(rng.choice([1, 50, 5000, 2**24]))
+        spans = _groups(n, b, limit)
         assert spans[0][0] == 0 and spans[-1][1] == len(n)
-        assert [lo for lo, _ in spans[1:]] == [hi for _, hi in spans[:-1]] and all(
-            lo < hi for lo, hi in spans
-        )
-        for lo, hi in spans:  # within the limit (or one row), rows of similar sizes
-            assert hi - lo == 1 or ((hi - lo) * n[hi - 1] <= limit and n[hi - 1] <= 2 * n[lo])
+        assert [lo for lo, _, _ in spans[1:]] == [hi for _, hi, _ in spans[:-1]]
+        for lo, hi, width in spans:
+            assert (hi == lo and width == b) or width == n[hi - 1]
+            assert hi - lo <= 1 or (hi - lo) * width <= limit
+            assert (
+                hi == lo or n[lo] <= n[-1] / 2 ** (GROUPS - 1) or 2 * n[lo] > width
+            )  # the last group, or within 2x
+        if limit == 2**24:
+            assert len(spans) == GROUPS
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -34,12 +34,12 @@ SAMPLERS = ("randperm", "keyed")
 (`keyed_indices`)."""
 GAMMA = 0x9E3779B97F4A7C15
 """splitmix64's increment (odd): the stream's step between consecutive indices."""
-BLOCK_ELEMENTS = 2**17
-"""At most this many hashes (rows x width int64, 1 MiB: within a core's cache) are held at
-once; a row of more points is hashed alone."""
-WIDTH_RATIO = 2.0
-"""A block's rows (sorted by n_r) hold at least 1 / WIDTH_RATIO of its width in points: the
-hashes past a row's points (masked) are at most about half the block."""
+BLOCK_ELEMENTS = 2**24
+"""At most this many hashes (rows x width int64, 128 MiB) are held at once; more rows are
+drawn in blocks of rows (a row of more points alone)."""
+GROUPS = 5
+"""The drawing rows (n_r > b) are hashed in this many groups by size: of widths n_max / 2^j,
+j < GROUPS - 1, the rows within a factor 2 of it, and the rest at once (`_groups`)."""
 MASKED = torch.iinfo(torch.int64).max
 """The key of an index i >= n_r (past a row's points): never among the b < n_r smallest."""
 
@@ -124,16 +124,20 @@ def _as_sizes(
     return torch.from_numpy(host).to(seeds.device), host
 
 
-def _blocks(n: np.ndarray, limit: int) -> list[tuple[int, int]]:
-    """Consecutive blocks [lo, hi) of rows of ascending sizes `n`: each holds at most `limit`
-    hashes (rows x its widest row; at least one row) and rows of n_r >= n_hi / WIDTH_RATIO."""
-    out, lo = [], 0
-    while lo < len(n):
-        seg = n[lo : lo + limit]  # a block holds at most `limit` rows
-        fit = int(np.searchsorted(np.arange(1, len(seg) + 1) * seg, limit, side="right"))
-        near = int(np.searchsorted(seg, WIDTH_RATIO * seg[0], side="right"))
-        out.append((lo, lo + max(1, min(fit, near))))
-        lo = out[-1][1]
+def _groups(n: np.ndarray, b: int, limit: int) -> list[tuple[int, int, int]]:
+    """(lo, hi, width) blocks of rows [lo, hi) of the ascending sizes `n` (all > b): GROUPS
+    groups, the rows of n_max / 2^(j+1) < n_r <= n_max / 2^j and the rest, each padded to
+    its largest n_r, in blocks of at most `limit` hashes (at least one row). An empty group
+    is one empty block of width b: the number of blocks, hence of torch operations, does not
+    depend on the sizes (below `limit`)."""
+    cuts = np.searchsorted(n, n[-1] / 2.0 ** np.arange(GROUPS - 1, 0, -1), side="right")
+    bounds = [0, *cuts.tolist(), len(n)]
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        per = max(1, limit // (int(n[hi - 1]) if hi > lo else b))
+        for start in range(lo, max(hi, lo + 1), per):
+            end = min(start + per, hi)
+            out.append((start, end, int(n[end - 1]) if end > start else b))
     return out
 
 
@@ -148,10 +152,11 @@ def keyed_indices(
     A row with b >= n_r takes all its points in order (arange(n_r)), its entries past n_r
     are -1. `seeds` (r,) int64 (a 64-bit seed's bits), `sizes` (r,) the n_r >= 1.
 
-    Only the rows of n_r > b are hashed, by ascending n_r in blocks (`_blocks`: at most
-    `block_elements` hashes, cache-sized, of rows of similar n_r, so that few hashes lie past
-    a row's points), each block one `topk` of b: a fixed number of torch operations per
-    block, about sum(n_r) hashes in all. The indices do not depend on the blocks."""
+    Only the rows of n_r > b are hashed, in GROUPS groups of similar n_r (`_groups`: each
+    row padded to at most twice its points, but for the last group's), each one `topk` of
+    b: a fixed number of torch operations, whatever r and the sizes, and about sum(n_r)
+    hashes rather than r n_max. Past `block_elements` hashes a group is drawn in blocks of
+    rows. The indices depend on neither the groups nor the blocks."""
     if b < 1:
         raise ValueError(f"a mini-batch of b >= 1 points is drawn, got b={b}")
     device = seeds.device
@@ -166,17 +171,15 @@ def keyed_indices(
     at = torch.from_numpy(order).to(device)
     keys = _mix(seeds.index_select(0, at).to(torch.int64) + _G)  # splitmix64(seed)
     n_sorted, n_at = host[order], n.index_select(0, at).unsqueeze(1)
-    i = torch.arange(int(n_sorted[-1]), dtype=torch.int64, device=device)
+    i = torch.arange(int(n_sorted[-1]), dtype=torch.int64, device=device)  # n_max > b
     steps = (i + 1).mul_(_G)  # (i + 1) GAMMA: the stream's i-th state less k
-    spans = _blocks(n_sorted, block_elements)
-    most = max((hi - lo) * int(n_sorted[hi - 1]) for lo, hi in spans)
+    spans = _groups(n_sorted, b, block_elements)
+    most = max((hi - lo) * width for lo, hi, width in spans)
     buffers = torch.empty((2, most), dtype=torch.int64, device=device)  # hashes, scratch
     parts = []
-    for lo, hi in spans:
-        width = int(n_sorted[hi - 1])
+    for lo, hi, width in spans:
         h = _hash_rows(keys[lo:hi], steps[:width], buffers)
-        if n_sorted[lo] < width:  # hashes past a row's points: never drawn
-            h.masked_fill_(i[:width] >= n_at[lo:hi], MASKED)
+        h.masked_fill_(i[:width] >= n_at[lo:hi], MASKED)  # hashes past a row's points: never drawn
         parts.append(torch.topk(h, b, dim=1, largest=False, sorted=True).indices)
     return out.index_copy_(0, at, torch.cat(parts))
 
