@@ -20,6 +20,7 @@ from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.host import ClientCtx
 from raycompo.errors import ConfigError
 from raycompo.run import main as run_main
+from raycompo.tasks import sampler
 from raycompo.tasks.sampler import (
     GROUPS,
     MASKED,
@@ -139,10 +140,13 @@ def random_chunk(rng: np.random.Generator, kind: int) -> tuple[torch.Tensor, np.
     return torch.from_numpy(seeds), sizes, b
 
 
-def test_blocked_draws_equal_the_dense_definition_bit_for_bit():
+@pytest.mark.parametrize("small_rows", [0, 10**9], ids=["torch", "numpy"])
+def test_grouped_draws_equal_the_dense_definition_bit_for_bit(monkeypatch, small_rows):
     """On 400 random chunks (mixed sizes, n_r = 1, b >= n_r, equal sizes, many steps), the
-    blocked draw (rows of n_r > b only, sorted by n_r, cache-sized blocks) returns the dense
-    definition's indices exactly, whatever the block size and however the sizes are given."""
+    grouped draw (rows of n_r > b only, by size in GROUPS groups, in blocks) returns the
+    dense definition's indices exactly, whatever the block size and however the sizes are
+    given, drawn in torch (SMALL_ROWS 0) or in numpy (every chunk small)."""
+    monkeypatch.setattr(sampler, "SMALL_ROWS", small_rows)
     rng = np.random.default_rng(41)
     kinds = set()
     for trial in range(400):

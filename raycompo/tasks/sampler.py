@@ -37,6 +37,11 @@ GAMMA = 0x9E3779B97F4A7C15
 BLOCK_ELEMENTS = 2**24
 """At most this many hashes (rows x width int64, 128 MiB) are held at once; more rows are
 drawn in blocks of rows (a row of more points alone)."""
+SMALL_ROWS = 64
+"""A chunk on the CPU of at most this many drawing rows is drawn in numpy, padded to its n_max
+(`_numpy_draw`):
+there torch's per-operation cost outweighs the arithmetic (a vectorized round of 5-client
+chunks and 5 steps draws 25 rows at a time)."""
 GROUPS = 5
 """The drawing rows (n_r > b) are hashed in this many groups by size: of widths n_max / 2^j,
 j < GROUPS - 1, the rows within a factor 2 of it, and the rest at once (`_groups`)."""
@@ -141,6 +146,50 @@ def _groups(n: np.ndarray, b: int, limit: int) -> list[tuple[int, int, int]]:
     return out
 
 
+_G_U, _M1_U, _M2_U = np.uint64(GAMMA), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _mix_np(z: np.ndarray) -> np.ndarray:
+    """`_mix` in place on uint64 states (numpy shifts are logical, products wrap around)."""
+    t = np.empty_like(z)
+    for shift, m in ((30, _M1_U), (27, _M2_U), (31, None)):
+        z ^= np.right_shift(z, np.uint64(shift), out=t)
+        if m is not None:
+            z *= m
+    return z
+
+
+def _numpy_draw(seeds: torch.Tensor, n: np.ndarray, b: int) -> torch.Tensor:
+    """(r, b) int64: the rows of CPU `seeds` and sizes n_r > b, padded to n_max, in numpy's
+    uint64 at once: the same bits as `_torch_draw` (`argpartition` then `argsort` of the b
+    smallest: the topk of b), for a few rows, where numpy's per-call cost is the least."""
+    keys = _mix_np(seeds.to(torch.int64).numpy().view(np.uint64) + _G_U)  # splitmix64(seed)
+    width = int(n.max())
+    h = _mix_np(np.arange(1, width + 1, dtype=np.uint64) * _G_U + keys[:, None])
+    h[np.arange(width) >= n[:, None]] = np.uint64(_M64)  # past a row's points: never drawn
+    first = np.argpartition(h, b - 1, axis=1)[:, :b]
+    order = np.argsort(np.take_along_axis(h, first, 1), axis=1)
+    return torch.from_numpy(np.take_along_axis(first, order, 1).astype(np.int64, copy=False))
+
+
+def _torch_draw(
+    seeds: torch.Tensor, n: torch.Tensor, b: int, spans: list[tuple[int, int, int]]
+) -> torch.Tensor:
+    """(r, b) int64 on `seeds`' device: the rows of sizes `n` (ascending, > b), block by block
+    of `spans` (`_groups`), each hashed in place and one topk of b."""
+    keys = _mix(seeds.to(torch.int64) + _G)  # splitmix64(seed)
+    i = torch.arange(int(n[-1]), dtype=torch.int64, device=seeds.device)
+    steps = (i + 1).mul_(_G)  # (i + 1) GAMMA: the stream's i-th state less k
+    most = max((hi - lo) * width for lo, hi, width in spans)
+    buffers = torch.empty((2, most), dtype=torch.int64, device=seeds.device)  # hashes, scratch
+    parts = []
+    for lo, hi, width in spans:
+        h = _hash_rows(keys[lo:hi], steps[:width], buffers)
+        h.masked_fill_(i[:width] >= n[lo:hi, None], MASKED)  # past a row's points: never drawn
+        parts.append(torch.topk(h, b, dim=1, largest=False, sorted=True).indices)
+    return torch.cat(parts)
+
+
 def keyed_indices(
     seeds: torch.Tensor,
     sizes: torch.Tensor | Sequence[int],
@@ -156,7 +205,9 @@ def keyed_indices(
     row padded to at most twice its points, but for the last group's), each one `topk` of
     b: a fixed number of torch operations, whatever r and the sizes, and about sum(n_r)
     hashes rather than r n_max. Past `block_elements` hashes a group is drawn in blocks of
-    rows. The indices depend on neither the groups nor the blocks."""
+    rows. The indices depend on neither the groups nor the blocks. A chunk of few drawing
+    rows on the CPU (SMALL_ROWS) is drawn in numpy at once (`_numpy_draw`), the same
+    indices."""
     if b < 1:
         raise ValueError(f"a mini-batch of b >= 1 points is drawn, got b={b}")
     device = seeds.device
@@ -167,40 +218,20 @@ def keyed_indices(
     drawing = np.flatnonzero(host > b)
     if not len(drawing):
         return out
+    if device.type == "cpu" and len(drawing) <= SMALL_ROWS:
+        at = torch.from_numpy(drawing)
+        return out.index_copy_(0, at, _numpy_draw(seeds.index_select(0, at), host[drawing], b))
     order = drawing[np.argsort(host[drawing], kind="stable")]  # drawing rows by ascending n_r
     at = torch.from_numpy(order).to(device)
-    keys = _mix(seeds.index_select(0, at).to(torch.int64) + _G)  # splitmix64(seed)
-    n_sorted, n_at = host[order], n.index_select(0, at).unsqueeze(1)
-    i = torch.arange(int(n_sorted[-1]), dtype=torch.int64, device=device)  # n_max > b
-    steps = (i + 1).mul_(_G)  # (i + 1) GAMMA: the stream's i-th state less k
-    spans = _groups(n_sorted, b, block_elements)
-    most = max((hi - lo) * width for lo, hi, width in spans)
-    buffers = torch.empty((2, most), dtype=torch.int64, device=device)  # hashes, scratch
-    parts = []
-    for lo, hi, width in spans:
-        h = _hash_rows(keys[lo:hi], steps[:width], buffers)
-        h.masked_fill_(i[:width] >= n_at[lo:hi], MASKED)  # hashes past a row's points: never drawn
-        parts.append(torch.topk(h, b, dim=1, largest=False, sorted=True).indices)
-    return out.index_copy_(0, at, torch.cat(parts))
+    spans = _groups(host[order], b, block_elements)
+    drawn = _torch_draw(seeds.index_select(0, at), n.index_select(0, at), b, spans)
+    return out.index_copy_(0, at, drawn)
 
 
 def as_int64(seed: int) -> int:
     """A 64-bit seed (0 <= seed < 2**64, e.g. `torch.Generator.initial_seed()`) as the int64
     with the same bits."""
     return _signed(int(seed) & _M64)
-
-
-_G_U, _M1_U, _M2_U = np.uint64(GAMMA), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
-def _mix_np(z: np.ndarray) -> np.ndarray:
-    """`_mix` in place on uint64 states (numpy shifts are logical, products wrap around)."""
-    t = np.empty_like(z)
-    for shift, m in ((30, _M1_U), (27, _M2_U), (31, None)):
-        z ^= np.right_shift(z, np.uint64(shift), out=t)
-        if m is not None:
-            z *= m
-    return z
 
 
 def keyed_draw(seed: int, n: int, b: int) -> torch.Tensor:
