@@ -135,8 +135,10 @@ def _groups(n: np.ndarray, b: int, limit: int) -> list[tuple[int, int, int]]:
     its largest n_r, in blocks of at most `limit` hashes (at least one row). An empty group
     is one empty block of width b: the number of blocks, hence of torch operations, does not
     depend on the sizes (below `limit`)."""
-    cuts = np.searchsorted(n, n[-1] / 2.0 ** np.arange(GROUPS - 1, 0, -1), side="right")
-    bounds = [0, *cuts.tolist(), len(n)]
+    cuts = np.atleast_1d(
+        np.searchsorted(n, n[-1] / 2.0 ** np.arange(GROUPS - 1, 0, -1), side="right")
+    )
+    bounds = [0] + [int(c) for c in cuts] + [len(n)]
     out = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         per = max(1, limit // (int(n[hi - 1]) if hi > lo else b))
@@ -241,7 +243,7 @@ def keyed_draw(seed: int, n: int, b: int) -> torch.Tensor:
     the per-client path draws one row per client and step). b >= n: `keyed_indices`' row."""
     if not 1 <= b < n:
         return keyed_indices(torch.tensor([as_int64(seed)], dtype=torch.int64), [n], b)[0]
-    z = np.arange(1, n + 1, dtype=np.uint64)
+    z: np.ndarray = np.arange(1, n + 1, dtype=np.uint64)
     z *= _G_U
     z += np.uint64(_splitmix64(int(seed) & _M64))  # splitmix64(seed) + (i + 1) GAMMA
     h = _mix_np(z)  # unsigned: no top bit to flip
