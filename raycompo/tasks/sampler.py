@@ -39,9 +39,8 @@ BLOCK_ELEMENTS = 2**24
 drawn in blocks of rows (a row of more points alone)."""
 SMALL_ROWS = 64
 """A chunk on the CPU of at most this many drawing rows is drawn in numpy, padded to its n_max
-(`_numpy_draw`):
-there torch's per-operation cost outweighs the arithmetic (a vectorized round of 5-client
-chunks and 5 steps draws 25 rows at a time)."""
+(`_numpy_draw`): there torch's per-operation cost outweighs the arithmetic (a vectorized
+round of 5-client chunks and 5 steps draws 25 rows at a time)."""
 GROUPS = 5
 """The drawing rows (n_r > b) are hashed in this many groups by size: of widths n_max / 2^j,
 j < GROUPS - 1, the rows within a factor 2 of it, and the rest at once (`_groups`)."""
