@@ -3,10 +3,10 @@ replacement as the b smallest keyed hashes h(seed, i) over its n points.
 
 `randperm(n)[:b]` from a generator reseeded per (client, step) costs two torch calls per
 client and step; the keyed sampler draws r rows (clients x steps) with a fixed number of
-torch operations per block of rows of similar n (`keyed_indices`: a handful of blocks,
-about sum(n_r) hashes, whatever r), and gives the same indices on the CPU and on CUDA, bit
-for bit (integer arithmetic only); one row alone (the per-client path, `keyed_draw`) is
-computed in numpy, the same bits. It is the run setting `sampler="keyed"`
+torch operations (`keyed_indices`: GROUPS groups of rows of similar n, about sum(n_r)
+hashes, whatever r; a few rows on the CPU at once in numpy), and gives the same indices on
+the CPU and on CUDA, bit for bit (integer arithmetic only); one row alone (the per-client
+path, `keyed_draw`) is computed in numpy, the same bits. It is the run setting `sampler="keyed"`
 (RunConfig.sampler); "randperm" (the default) keeps the draws every reproduction was made
 with.
 
