@@ -159,3 +159,37 @@ def test_the_population_benchmark_runs_the_grid_as_two_sweeps(capsys, ray_sessio
     assert main(["--algos", "fedavg", "--rounds", "1", "--clients", "12", "--m", "4", "--sweep", "--population", "4"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("sweep (grid, 8 trials)"))
     assert "--population 4" in line and "same statuses True" in line
+
+
+def test_each_trial_draws_its_own_initial_model_while_the_others_build_theirs():
+    """w_0 of a randomly initialised model comes from torch's process-wide generator, seeded:
+    the trials build theirs in threads at once (`tasks.base.GLOBAL_RNG` makes them take turns)."""
+    import torch
+
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(400, 16, generator=g), torch.randint(0, 4, (400,), generator=g)
+    task = raycompo.task_from_arrays(x, y, n_clients=6, name="mlp-init", model=lambda: torch.nn.Sequential(
+        torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)))
+
+    def cfg(lr: float) -> RunConfig:
+        return RunConfig(task=task, algo="fedavg", rounds=1, backend="inline", vectorize="on",
+                         settings={"lr": lr, "tau": 1, "clients_per_round": 3})
+
+    first = runner.run(cfg(0.01)).metrics.iloc[0]["train_loss"]
+    for _ in range(3):
+        results, _ = together([cfg(lr) for lr in (0.01, 0.02, 0.03, 0.04, 0.05, 0.06)])
+        assert [r.metrics.iloc[0]["train_loss"] for r in results] == [first] * 6
+
+
+def test_a_member_that_timed_out_is_not_answered_later():
+    seen: list[dict] = []
+    rv = Rendezvous(2, lambda reqs: (seen.append(dict(reqs)), dict(reqs))[1], timeout=0.2)
+    with pytest.raises(RendezvousTimeout):
+        rv.call(0, "stale")
+    out: dict[int, str] = {}
+    t = threading.Thread(target=lambda: out.update({1: rv.call(1, "fresh")}))
+    t.start()
+    time.sleep(0.05)
+    rv.leave(0)
+    t.join(5)
+    assert seen == [{1: "fresh"}] and out == {1: "fresh"} and not rv.results

@@ -89,8 +89,10 @@ class Seat:
 
     def inline_pool(self, resolved: Any) -> MemberPool:
         with self.population.lock:  # one pool at a time: each finds the data of those before it
-            shared = next((p.host for p in self.population.pools.values()), None)
-            pool = InlinePool(resolved, data_from=shared)
+            pool = InlinePool(resolved)
+            for other in self.population.pools.values():  # the first open one with the same data
+                if other.host is not None and pool.host.share_data(other.host):
+                    break
             self.population.pools[self.member] = pool
         return MemberPool(pool, self.population, self.member)
 
@@ -114,7 +116,11 @@ class Population:
         """Each trial's answer: the batchable requests of several trials as one computation,
         any other on the trial's own pool."""
         results: dict[int, Any] = {}
-        for group in groups(requests, self.pools):
+        try:
+            found = groups(requests, self.pools)
+        except Exception:  # requests that cannot even be compared: each trial's on its own pool
+            found = [[m] for m in sorted(requests)]
+        for group in found:
             try:
                 if len(group) > 1:
                     results.update(run_together([self.pools[m].host for m in group], [requests[m] for m in group], group))
@@ -167,6 +173,8 @@ def differing_settings(a: Any, b: Any) -> set[str]:
 
 
 def same_payload_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Payloads of the same keys, each value equal or a tensor of one shape and dtype (values
+    that cannot be compared, e.g. lists of tensors, are not the same)."""
     if a.keys() != b.keys():
         return False
     for key, va in a.items():
@@ -174,7 +182,11 @@ def same_payload_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
         if isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor):
             if va.shape != vb.shape or va.dtype != vb.dtype:
                 return False
-        elif isinstance(va, torch.Tensor) or isinstance(vb, torch.Tensor) or va != vb:
+            continue
+        try:
+            if isinstance(va, torch.Tensor) or isinstance(vb, torch.Tensor) or bool(va != vb):
+                return False
+        except (RuntimeError, TypeError, ValueError):
             return False
     return True
 

@@ -41,9 +41,11 @@ class Rendezvous:
             self._answer_if_complete()
             if not self.cond.wait_for(lambda: member in self.results or self.cancelled is not None, self.timeout):
                 missing = sorted(self.active - set(self.pending))
+                self.pending.pop(member, None)  # its request is not answered later
                 raise RendezvousTimeout(f"member {member} of the population waited {self.timeout:.0f} s for members "
                                         f"{missing} (their runs neither exchanged nor ended)")
             if member not in self.results:
+                self.pending.pop(member, None)
                 raise self.cancelled  # type: ignore[misc]
             result = self.results.pop(member)
         if isinstance(result, BaseException):

@@ -65,7 +65,10 @@ class TrialData:
     __getitem__ = get
 
     def get_many(self, ids: list[int]) -> list[ClientData]:
-        return [self._mine(cid, base) for cid, base in zip(ids, self.shared.get_many(ids))]
+        mine = [self._mine(cid, base) for cid, base in zip(ids, self.shared.get_many(ids))]
+        if len(self._own) > 2 * max(len(self.shared), len(ids)):  # the shared cache evicted: forget those
+            self._own = {cid: kept for cid, kept in self._own.items() if cid in self.shared}
+        return mine
 
     def __contains__(self, cid: object) -> bool:
         return cid in self.shared

@@ -7,6 +7,7 @@ through the driver.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -25,6 +26,12 @@ ORACLES = ("loss", "sample_losses", "batched_losses", "batched_sample_losses")
 pass through it n more (raycompo/problems/oracle.py)."""
 GRADIENT_ORACLES = ("batched_loss_grad", "batched_loss_step_", "batched_sample_grad")
 """A task's methods that return gradients themselves: 2n oracle calls (forward and backward)."""
+
+
+GLOBAL_RNG = threading.RLock()
+"""Held while torch's process-wide generator is seeded or drawn from (a task's module built,
+w_0 drawn): the runs of a population (raycompo/engine/population.py) build theirs in threads
+of one process, and each must draw its own w_0."""
 
 
 DRAWS_KEPT = 256
@@ -220,7 +227,8 @@ class Task:
         self.settings = settings
         self.seed = seed
         self.data_dir = data_dir
-        self.model = FlatModel(self.build_module())
+        with GLOBAL_RNG:  # a module's construction draws from torch's process-wide generator
+            self.model = FlatModel(self.build_module())
 
     # --- what subclasses provide -------------------------------------------------
     @property
@@ -347,8 +355,9 @@ class Task:
         """Initial global model w_0 (deterministic in the seed)."""
         from raycompo.seeding import INIT, derive_seed
 
-        torch.manual_seed(derive_seed(self.seed, INIT))
-        return FlatModel(self.build_module()).flatten()
+        with GLOBAL_RNG:  # no other thread reseeds or draws between the seed and the draws
+            torch.manual_seed(derive_seed(self.seed, INIT))
+            return FlatModel(self.build_module()).flatten()
 
     def to(self, device: torch.device | str) -> Task:
         self.model.to(device)

@@ -131,8 +131,9 @@ def check_population(value: Any) -> int | str | None:
 
 def auto_population(trials_per_algorithm: Mapping[str, int], limit: int = AUTO_MAX) -> int:
     """`--population auto`: as many trials as the algorithm with the most trials to run
-    (its grid points or its Optuna samples), at most `limit`, at least 1. The engine that
-    runs a population will lower it to what the device's memory holds."""
+    (its grid points or its Optuna samples), at most `limit`, at least 1. Not bounded by
+    memory yet: a population of P trials of one seed holds P tasks and P sets of client
+    states beside one copy of the client data; give a smaller P where that does not fit."""
     return max(1, min(limit, max(trials_per_algorithm.values(), default=1)))
 
 

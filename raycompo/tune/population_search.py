@@ -86,7 +86,8 @@ class PopulationSearcher(Searcher):
         self.inner.on_trial_result(member_id, result)
 
     def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
-        for member_id in self.members.pop(trial_id, []):
+        for member_id in self.members.pop(trial_id, []):  # a member that had ended keeps its result
             last = self.last.pop(member_id, None)
-            failed = error or last is None or last.get("status") == "error"
+            ended = last is not None and last.get("status") in ("completed", "diverged")
+            failed = last is None or last.get("status") == "error" or (error and not ended)
             self.inner.on_trial_complete(member_id, result=None if failed else last, error=failed)

@@ -399,8 +399,13 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
         def on_trial_error(self, iteration, trials, trial, **info):
             err = trial.get_error()
             msg = str(err).strip().splitlines()[-1] if err else "error"
-            for key in self._keys(trial):
-                self._record(trial, key, "error", msg[:500])
+            for key in self._keys(trial):  # a population's members that had ended keep their own status
+                rows = self.rows.get(key, [])
+                ended = rows[-1].get("status") if rows and key[1] is not None else None
+                if ended in ("completed", "diverged"):
+                    self._record(trial, key, ended)
+                else:
+                    self._record(trial, key, "error", msg[:500])
 
     return Recorder()
 
