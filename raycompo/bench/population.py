@@ -118,7 +118,8 @@ def measure_sweeps(args: Any) -> None:
           f"largest relative difference of a final loss {abs(finite).max() if finite.size else 0:.1e}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's options (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench population", description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", default=list(GRIDS), choices=list(GRIDS))
     p.add_argument("--workload", default="synthetic", choices=list(WORKLOADS))
@@ -133,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--population", type=int, default=8, help="P of --sweep")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: on a shared machine more "
                    "threads measure the other processes' load)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.threads:
         import torch
