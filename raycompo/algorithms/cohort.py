@@ -288,11 +288,11 @@ class CohortBatch:
         if per_step[0] is None:
             return [torch.randperm(self.sizes[i], generator=self.clients[i].rng(t, stream))
                     for i in drawing for t in steps]
+        if self.trials is not None:  # a population's rows: trials of one seed draw the same, drawn once
+            return self._shared_permutations(drawing, per_step)
         g, randperm, reseed = self._gen, torch.randperm, self._gen.manual_seed  # the loop's names, looked up once
         perms: list[torch.Tensor] = []
         append = perms.append
-        if self.trials is not None:  # a population's rows: trials of one seed draw the same, drawn once
-            return self._shared_permutations(drawing, per_step)
         for i in drawing:
             n = self.sizes[i]
             for seeds in per_step:
