@@ -268,9 +268,14 @@ def resume(
     classes the run used. The checks are the command line's (results.resumed_config,
     checkpoint.resume_point): a ConfigError when the run cannot go on as asked. A completed
     run with no more rounds asked for (`rounds` None or its rounds) is not run again: its
-    result (metrics and config.json as written) is returned."""
-    from raycompo.configuration.plugins import load, remember
-    from raycompo.runfolder.results import finished, read_rows, resumed_config
+    result (metrics and config.json as written) is returned.
+
+    The folder of a population of seeds (`run(..., seeds=..., out=out)`: its folders
+    seed-<s>) resumes as a whole: every seed's run goes on from its own checkpoint (each
+    checked to be that seed's run before any runs), the unfinished ones as one population
+    again, and a list of `RunResult`s comes back in seed order; `progress` and `tracker` are
+    then not available, and `on_row` hears each row with its `seed`, as in `run`."""
+    from raycompo.runfolder.results import finished, population_folders, read_rows
 
     args = run_arguments()
     a = check("raycompo.resume", locals(), {**{k: args[k] for k in _RESUME_ARGS}, "out": Arg(("path",)),
@@ -278,14 +283,11 @@ def resume(
     if not Path(out).is_dir():
         raise ConfigError(f"raycompo.resume: out must be the folder of a run, and there is no folder {str(out)!r}")
     rounds, checkpoint_every, max_failures = a["rounds"], a["checkpoint_every"], a["max_failures"]
-    cfg = resumed_config(out, rounds=rounds)
-    for kind, given, recorded in (("task", task, cfg.task), ("algorithm", algo, cfg.algo)):
-        if given is not None:
-            cls = load(kind, given)
-            if recorded.rpartition(":")[2].rpartition(".")[2] not in (cls.__name__, cls.name):
-                raise ConfigError(f"raycompo.resume: the run in {out} used the {kind} {recorded}, not "
-                                  f"{cls.__qualname__}; pass the class the run used")
-            remember({(kind, recorded): cls})
+    seeds = population_folders(out)
+    if seeds:
+        return _resume_seeds(seeds, rounds=rounds, task=task, algo=algo, checkpoint_every=checkpoint_every,
+                             max_failures=max_failures, on_row=on_row, progress=progress, tracker=tracker)
+    cfg = _resumed_config(out, rounds, task, algo)
     done = finished(out, cfg.rounds, cfg.budget)
     if done is not None:  # completed, no more rounds asked for: its result, nothing to run
         from raycompo.engine.runner import RunResult
@@ -294,6 +296,23 @@ def resume(
     return _run(cfg, out=out, overwrite=False, resume=True, address=address, dashboard=dashboard,
                 checkpoint_every=checkpoint_every, max_failures=max_failures, on_row=on_row, progress=progress,
                 tracker=tracker)
+
+
+def _resumed_config(out: str | Path, rounds: int | None, task: TaskSpec | None, algo: AlgoSpec | None) -> Any:
+    """The RunConfig that continues the run in `out`, with `task` / `algo` (when given)
+    checked to be the classes it used and remembered for it."""
+    from raycompo.configuration.plugins import load, remember
+    from raycompo.runfolder.results import resumed_config
+
+    cfg = resumed_config(out, rounds=rounds)
+    for kind, given, recorded in (("task", task, cfg.task), ("algorithm", algo, cfg.algo)):
+        if given is not None:
+            cls = load(kind, given)
+            if recorded.rpartition(":")[2].rpartition(".")[2] not in (cls.__name__, cls.name):
+                raise ConfigError(f"raycompo.resume: the run in {out} used the {kind} {recorded}, not "
+                                  f"{cls.__qualname__}; pass the class the run used")
+            remember({(kind, recorded): cls})
+    return cfg
 
 
 def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, max_failures, on_row, progress,
@@ -319,31 +338,77 @@ def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, m
 def _run_seeds(cfg, seeds, *, out, overwrite, checkpoint_every, max_failures, on_row, progress, tracker, observers):
     """`run(..., seeds=...)`: the seeds' runs as one population (engine/population.py)."""
     import dataclasses
+
+    from raycompo.runfolder.results import population_folders
+
+    if cfg.backend != "inline":
+        raise ConfigError(f"seeds= runs the seeds as one population in this process: it needs backend='inline', "
+                          f"not {cfg.backend!r} (each seed's rows are those of backend 'ray' to 1e-6)")
+    _check_population_watch(progress, tracker)
+    if out is not None and not overwrite and population_folders(out):
+        raise ConfigError(f"{out} already holds a population of seeds ({', '.join(p.name for p in population_folders(out).values())}); "
+                          f"continue it with raycompo.resume({str(out)!r}), pass overwrite=True, or choose another out")
+    members = {s: (dataclasses.replace(cfg, seed=s), None if out is None else str(Path(out) / f"seed-{s}")) for s in seeds}
+    results = _as_population(members, on_row, overwrite=overwrite, checkpoint_every=checkpoint_every,
+                             max_failures=max_failures, observers=observers)
+    return [results[s] for s in seeds]
+
+
+def _check_population_watch(progress: Any, tracker: Any) -> None:
+    if progress or tracker:
+        raise ConfigError("seeds= shows no progress bar and logs to no tracker (several runs at once): "
+                          "leave progress and tracker unset, or run the seeds one by one")
+
+
+def _as_population(members: dict[int, tuple[Any, str | None]], on_row, observers=(), **kwargs) -> dict[int, Any]:
+    """{seed: its RunResult} of `members` ({seed: (its RunConfig, its folder)}) run as one
+    population, each `engine.runner.run(cfg, out=folder, hosts=seat, **kwargs)`; the first
+    seed's error, if any, raised once every seed has ended."""
     import functools
 
     from raycompo.engine.population import run_population
     from raycompo.engine.runner import run as engine_run
     from raycompo.watch.observers import Callback
 
-    if cfg.backend != "inline":
-        raise ConfigError(f"seeds= runs the seeds as one population in this process: it needs backend='inline', "
-                          f"not {cfg.backend!r} (each seed's rows are those of backend 'ray' to 1e-6)")
-    if progress or tracker:
-        raise ConfigError("seeds= shows no progress bar and logs to no tracker (several runs at once): "
-                          "leave progress and tracker unset, or run the seeds one by one")
-
     def seed_rows(s: int) -> list[Observer]:  # on_row hears each row with its seed
         return [] if on_row is None else [Callback(lambda row: on_row({**row, "seed": s}))]
 
-    runs = [functools.partial(_seed_run, engine_run, dataclasses.replace(cfg, seed=s),
-                              out=None if out is None else str(Path(out) / f"seed-{s}"), overwrite=overwrite,
-                              checkpoint_every=checkpoint_every, max_failures=max_failures,
-                              observers=[*seed_rows(s), *observers]) for s in seeds]
+    runs = [functools.partial(_seed_run, engine_run, cfg, out=out, observers=[*seed_rows(s), *observers], **kwargs)
+            for s, (cfg, out) in members.items()]
     results, _ = run_population(runs)
     failed = next((r for r in results if isinstance(r, BaseException)), None)
     if failed is not None:
         raise failed
-    return results
+    return dict(zip(members, results))
+
+
+def _resume_seeds(folders: dict[int, Path], *, rounds, task, algo, checkpoint_every, max_failures, on_row, progress,
+                  tracker) -> list[Any]:
+    """`resume(out)` of a population of seeds (`folders`: {seed: its run folder}): each seed's
+    run checked against its own checkpoint first, the unfinished ones as one population."""
+    from raycompo.configuration.config import resolve
+    from raycompo.engine import checkpoint
+    from raycompo.engine.runner import RunResult
+    from raycompo.runfolder.results import finished, read_rows
+
+    _check_population_watch(progress, tracker)
+    results: dict[int, Any] = {}
+    members: dict[int, tuple[Any, str | None]] = {}
+    for s, folder in folders.items():
+        cfg = _resumed_config(folder, rounds, task, algo)
+        done = finished(folder, cfg.rounds, cfg.budget)
+        if done is not None:  # completed, no more rounds asked for: its result
+            results[s] = RunResult("completed", read_rows(folder, cfg.rounds), done, str(folder))
+            continue
+        if cfg.seed != s:
+            raise ConfigError(f"raycompo.resume: {folder} holds the run of seed {cfg.seed}, not of seed {s}; "
+                              "nothing was resumed. Put each seed's run back in its folder seed-<s>")
+        # this seed's own checkpoint (a ConfigError names what differs), before any seed runs
+        checkpoint.resume_point(folder, checkpoint.fingerprint(resolve(cfg.canonical())), cfg.rounds)
+        members[s] = (cfg, str(folder))
+    results.update(_as_population(members, on_row, resume=True, checkpoint_every=checkpoint_every,
+                                  max_failures=max_failures) if members else {})
+    return [results[s] for s in folders]
 
 
 def _seed_run(engine_run, cfg, seat, **kwargs):

@@ -497,3 +497,23 @@ def _events_file(folder: Path, log_events: bool, upto: int | None) -> EventsFile
     if log_events or (folder / EVENTS_FILE).exists():
         return EventsFile(folder, read_events(folder, upto))
     return None
+
+
+SEED_FOLDER = "seed-"
+"""A population of seeds (`raycompo.run(..., seeds=...)`) writes each seed's run to
+`out`/seed-<s>."""
+
+
+def population_folders(out: str | Path) -> dict[int, Path]:
+    """{seed: its run folder} of the population of seeds in `out` (its subfolders seed-<s>
+    that hold a run's config.json), in seed order; {} when `out` holds none (or is itself a
+    run's folder)."""
+    out = Path(out)
+    if not out.is_dir() or (out / "config.json").exists():
+        return {}
+    found = {}
+    for sub in out.iterdir():
+        seed = sub.name.removeprefix(SEED_FOLDER)
+        if sub.name.startswith(SEED_FOLDER) and seed.isdigit() and (sub / "config.json").is_file():
+            found[int(seed)] = sub
+    return dict(sorted(found.items()))
