@@ -108,3 +108,34 @@ def test_under_a_system_each_trial_has_its_sim_time_and_costs_alone(aggregation)
         assert alone.metrics["sim_time"].iloc[-1] > 0
         assert_same_rows(alone, pop, skip="_acc" if aggregation == "async" else "time")
         assert alone.costs.equals(pop.costs)
+
+
+KILLED = """
+import os, signal, sys
+import raycompo
+
+def on_row(row):
+    if row["seed"] == 0 and row["round"] == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # no clean-up of any kind
+
+raycompo.run("synthetic", "fedavg", seeds=[0, 1], out=sys.argv[1], checkpoint_every=2, on_row=on_row, rounds=4,
+             settings={"n_clients": 24, "clients_per_round": 8, "tau": 3, "lr": 0.05}, vectorize="on", eval_clients=6)
+"""
+
+
+@pytest.mark.slow
+def test_a_population_killed_by_sigkill_resumes_every_seed(tmp_path):
+    """A real kill (SIGKILL of the process mid-round: the folders' locks left behind, a seed's
+    rows past its checkpoint): `resume` goes on with every seed from its checkpoint."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "p"
+    proc = subprocess.run([sys.executable, "-c", KILLED, str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    resumed = raycompo.resume(out)
+    assert [r.status for r in resumed] == ["completed"] * 2
+    for s, r in zip((0, 1), resumed):
+        assert list(r.metrics["round"]) == [0, 1, 2, 3, 4]
+        assert_same_rows(raycompo.run("synthetic", "fedavg", seed=s, **KW), r)

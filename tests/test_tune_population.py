@@ -463,3 +463,37 @@ def test_the_population_searcher_hands_whole_structures_and_tells_each_member_it
     assert told == [({"algorithm": "fedavg", "lr": 1}, None, True), ({"algorithm": "fedavg", "lr": 2}, 0.5, False)]
     assert s.suggest("t3")["population"] == [{"lr": 3}] and s.suggest("t4")["population"] == [{"lr": 3}]
     assert s.suggest("t5") == Searcher.FINISHED
+
+
+@pytest.mark.slow
+def test_a_grid_sweep_of_populations_stopped_part_way_resumes_to_the_trials_of_an_uninterrupted_sweep(
+    tmp_path, ray_session
+):
+    """Stopped once its first population ended (a later one that had started: stopped, its
+    members unrecorded), --resume runs every member left, each recorded once, with the final values of
+    the same grid run trial by trial in one go (sweep trials keep no checkpoints: a member that
+    was running starts again from round 0, as a trial alone does)."""
+    import numpy as np
+    import pandas as pd
+
+    from raycompo.tune.cli import main
+
+    space = tmp_path / "lr.yaml"
+    space.write_text(
+        "task: synthetic\nrounds: 2\nsettings: {n_clients: 24, clients_per_round: 8, tau: 3}\nalgorithms:\n"
+        "  fedavg: {lr: [0.01, 0.02, 0.05, 0.1, 0.2, 0.3]}\n"
+    )
+    grid = ["--space", str(space), "--search", "grid", "--quiet"]
+    out = tmp_path / "killed"
+    assert main([*grid, "--out", str(out), "--population", "2", "--max-concurrent", "1", "--stop-after", "2"]) == 130
+    first = pd.read_csv(out / "trials.csv")
+    assert len(first) == 2 and first["trial_id"].is_unique  # the first population, both members
+    assert main(["--resume", str(out), "--quiet"]) == 0
+    resumed = pd.read_csv(out / "trials.csv").sort_values("trial_id").reset_index(drop=True)
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(lines) == 6 * 3 and len({(x["trial_id"], x["round"]) for x in lines}) == 18  # rounds 0-2, once
+    assert main([*grid, "--out", str(tmp_path / "whole")]) == 0
+    whole = pd.read_csv(tmp_path / "whole" / "trials.csv").sort_values("trial_id").reset_index(drop=True)
+    assert list(resumed["trial_id"]) == list(whole["trial_id"]) and (resumed["status"] == "completed").all()
+    cols = [c for c in whole.columns if c.startswith("final_") and "time" not in c]
+    assert np.allclose(resumed[cols].to_numpy(float), whole[cols].to_numpy(float), rtol=1e-5, atol=1e-7)
