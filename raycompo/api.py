@@ -373,8 +373,9 @@ def _as_population(members: dict[int, tuple[Any, str | None]], on_row, observers
     def seed_rows(s: int) -> list[Observer]:  # on_row hears each row with its seed
         return [] if on_row is None else [Callback(lambda row: on_row({**row, "seed": s}))]
 
-    runs = [functools.partial(_seed_run, engine_run, cfg, out=out, observers=[*seed_rows(s), *observers], **kwargs)
-            for s, (cfg, out) in members.items()]
+    runs: list[Callable[[Any], Any]] = [
+        functools.partial(_seed_run, engine_run, cfg, out=out, observers=[*seed_rows(s), *observers], **kwargs)
+        for s, (cfg, out) in members.items()]
     results, _ = run_population(runs)
     failed = next((r for r in results if isinstance(r, BaseException)), None)
     if failed is not None:
