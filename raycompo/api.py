@@ -195,7 +195,8 @@ def run(
         raised once every seed has ended. Needs backend 'inline' (the population runs in this
         process); `on_row` hears every seed's rows, each with a key `seed` saying whose (from
         the seeds' threads, one row at a time per seed), `observers` every seed's run;
-        `progress` and `tracker` are not available.
+        `progress` and `tracker` are not available. A population stopped part way (an
+        error, a kill) goes on with `resume(out)`, every seed from its own checkpoint.
 
     Returns a `RunResult`: `.metrics` (DataFrame of metrics.csv's rows and columns,
     with the cumulative cost columns samples, values_up, values_down, bytes_up,
