@@ -13,7 +13,8 @@ trials that share every structural setting (`PopulationSearcher`), run as one co
 (`run_population_trial`, raycompo/engine/population.py), each recorded as a trial of its own;
 Optuna is asked P configurations at a time (`BatchedOptunaSearch`, ask/tell), and the sweep
 prints how the trials it ran group into populations. Without it, the sweep runs and records
-as before (sweep.json has no `population`).
+as before (sweep.json has no `population`). With `--scheduler asha` Tune gets no scheduler:
+each member is stopped on its own by the same rule (tune/member_asha.py).
 
 A `Recorder` callback (in this process) collects each trial's rows and writes them when
 the trial ends, and prints one progress line per finished trial.
