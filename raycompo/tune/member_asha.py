@@ -22,7 +22,8 @@ after that row, as a budget does: the run returns 'completed', its pool leaves t
 population's rendezvous, and the others' chunks no longer hold its rows.
 
 As with Tune's ASHA the order in which members reach a rung decides: the first ones at a
-rung are never stopped there.
+rung are never stopped there. A population's members reach a rung in the same round, and
+their order is that in which their threads report it (not the member order).
 """
 
 from __future__ import annotations
