@@ -1,5 +1,5 @@
-"""The round loop: the initial evaluation, then rounds until the last, a divergence or a
-stop check of the driver (a budget).
+"""The round loop: the initial evaluation, then rounds until the last, a divergence, a
+stop check of the driver (a budget) or an observer's `stop_reason`.
 What happens to each row (files, progress lines, Tune, dashboard) is the observers'."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], bound
                call_seconds: float = 0.0) -> str:
     """Run `fed` (a Federation, here or remote) to round `rounds`, appending each row to
     `rows` and passing it to `observer`. Returns 'completed' or 'diverged'; 'completed'
-    also when the driver's last row says it `stopped` (a budget reached).
+    also when the driver's last row says it `stopped` (a budget reached) or an observer
+    gives a `stop_reason` after a call's rows (the initial row's included).
 
     `call_seconds` > 0 (a driver actor): each call to `fed.run_rounds` runs as many rounds
     as take about that long (measured on the previous call; at most MAX_ROUNDS_PER_CALL),
@@ -31,6 +32,8 @@ def run_rounds(fed: Any, rounds: int, observer: Observer, rows: list[Row], bound
         emit(rows[-1], observer)
     per_call = 1
     while rows[-1]["round"] < rounds:
+        if observer.stop_reason():  # e.g. a sweep's ASHA stopped this member (tune/member_asha.py)
+            return "completed"
         done = rows[-1]["round"]
         count = min(per_call, rounds - done)
         if boundary:

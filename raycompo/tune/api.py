@@ -122,7 +122,8 @@ def tune(
         'auto'; Optuna is asked that many configurations at a time (batched ask/tell) and, with
         quiet=False, the sweep prints how its trials group; each Tune trial runs a population
         as one computation (raycompo/engine/population.py: each trial's rows as alone;
-        backend 'inline', scheduler 'none'). None: one trial at a time, as before.
+        backend 'inline'; scheduler 'asha' stops members one by one, tune/member_asha.py).
+        None: one trial at a time, as before.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
     from raycompo.tune.results import SweepStore
     from raycompo.tune.space import space_from_dict

@@ -47,7 +47,8 @@ def add_population(p: argparse.ArgumentParser) -> None:
     p.add_argument("--population", default=None, metavar="P",
                    help="trials per population (equal but for float settings such as lr, gamma): an integer >= 1 "
                         "or 'auto'; each Tune trial runs up to P of them as one population (one batched "
-                        "computation, each trial's rows as alone; --backend inline, no --scheduler), Optuna is asked "
+                        "computation, each trial's rows as alone; --backend inline; --scheduler asha stops members one "
+                        "by one), Optuna is asked "
                         "P configurations at a time. Default: one trial at a time, as before")
 
 
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "samples, values (values_up + values_down), bytes (bytes_up + bytes_down) or sim_time "
                         "(trials with a simulated system)")
     p.add_argument("--scheduler", choices=SCHEDULERS, default="none",
-                   help="asha: stop poor trials early (ASHA on the rounds)")
+                   help="asha: stop poor trials early (ASHA on the rounds; with --population, each member on its "
+                        "own: docs/sweeps.md)")
     add_population(p)
     p.add_argument("--max-concurrent", type=int, default=None,
                    help="trials run at once (default: as many as the CPUs/GPUs fit)")

@@ -88,6 +88,6 @@ class PopulationSearcher(Searcher):
     def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
         for member_id in self.members.pop(trial_id, []):  # a member that had ended keeps its result
             last = self.last.pop(member_id, None)
-            ended = last is not None and last.get("status") in ("completed", "diverged")
+            ended = last is not None and last.get("status") in ("completed", "diverged", "stopped")  # stopped: ASHA
             failed = last is None or last.get("status") == "error" or (error and not ended)
             self.inner.on_trial_complete(member_id, result=None if failed else last, error=failed)

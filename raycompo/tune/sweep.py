@@ -13,7 +13,8 @@ trials that share every structural setting (`PopulationSearcher`), run as one co
 (`run_population_trial`, raycompo/engine/population.py), each recorded as a trial of its own;
 Optuna is asked P configurations at a time (`BatchedOptunaSearch`, ask/tell), and the sweep
 prints how the trials it ran group into populations. Without it, the sweep runs and records
-as before (sweep.json has no `population`).
+as before (sweep.json has no `population`). With `--scheduler asha` Tune gets no scheduler:
+each member is stopped on its own by the same rule (tune/member_asha.py).
 
 A `Recorder` callback (in this process) collects each trial's rows and writes them when
 the trial ends, and prints one progress line per finished trial.
@@ -42,6 +43,7 @@ from raycompo.configuration.backends import get_backend
 from raycompo.configuration.plugins import loaded
 from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
+from raycompo.tune.member_asha import asha_settings, start_rungs, stop_rungs
 from raycompo.tune.population import (
     auto_population,
     check_population,
@@ -217,16 +219,19 @@ RESUME_OPTIONS = ("search", "scheduler", "backend", "hosts_per_trial", "driver_c
 
 def check_population_run(meta: dict[str, Any]) -> None:
     """A sweep whose trials run as populations (P > 1): they run in one process, so inline
-    only, and every member to the end (no early stopping by ASHA)."""
+    only. (`--scheduler asha` stops members one by one: tune/member_asha.py.)"""
     if meta.get("population", 1) <= 1:
         return
     opts = meta["options"]
     if get_backend(opts["backend"]).uses_ray:
         raise ConfigError(f"--population {meta['population']} runs each population's trials in one process: it needs "
                           f"--backend inline, not {opts['backend']!r} (or --population 1)")
-    if opts["scheduler"] != "none":
-        raise ConfigError(f"--population {meta['population']} runs every trial of a population to its end: it cannot "
-                          f"be combined with --scheduler {opts['scheduler']} (use --population 1)")
+
+
+def member_asha(meta: dict[str, Any]) -> bool:
+    """Whether the sweep's ASHA stops members of populations (tune/member_asha.py) rather
+    than Tune trials: `--scheduler asha` with `--population P > 1`."""
+    return meta["options"]["scheduler"] == "asha" and meta.get("population", 1) > 1
 
 
 def _prepare_resume(folder: str) -> tuple[Space, dict[str, Any], SweepStore]:
@@ -402,7 +407,7 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
             for key in self._keys(trial):  # a population's members that had ended keep their own status
                 rows = self.rows.get(key, [])
                 ended = rows[-1].get("status") if rows and key[1] is not None else None
-                if ended in ("completed", "diverged"):
+                if ended in ("completed", "diverged", "stopped"):  # stopped: by ASHA (tune/member_asha.py)
                     self._record(trial, key, ended)
                 else:
                     self._record(trial, key, "error", msg[:500])
@@ -487,8 +492,6 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     `trackers`: 'mlflow' / 'wandb': each trial also logged there by Ray Tune's own
     callbacks (raycompo/watch/trackers.py), into the sweep folder by default."""
     _import_tune_quietly()
-    from ray import tune
-
     opts = meta["options"]
     metric, mode = meta["metric"], meta["mode"]
     if not store.exists():
@@ -508,43 +511,66 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     if not quiet:
         _announce(space, meta, store, todo, total, stream)
     interrupted, tune_path = False, None
-    if total:
-        trainable = _trainable(space, meta)
-        searcher = _searcher(space, meta, todo)
-        scheduler = _asha(meta["rounds"]) if opts["scheduler"] == "asha" else None
-        recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
-        loggers = tune_loggers()
-        if trackers:
-            from raycompo.watch.trackers import tune_callbacks
-
-            loggers += tune_callbacks(trackers, store.dir, space.name)
-        stopper = _StopAfter(counter, stop_after) if stop_after else None
-        tuner = tune.Tuner(
-            trainable,
-            tune_config=tune.TuneConfig(
-                search_alg=searcher, metric=metric, mode=mode, num_samples=total, scheduler=scheduler,
-                max_concurrent_trials=max_conc, reuse_actors=opts.get("reuse_actors", True),
-                trial_dirname_creator=lambda trial: trial.trial_id,
-            ),
-            run_config=tune.RunConfig(
-                name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}", storage_path=str((store.dir / "tune").resolve()),
-                callbacks=[recorder, *loggers], verbose=0, stop=stopper,
-            ),
-        )
-        if progress is not None:
-            progress.begin()
-        try:
-            grid = tuner.fit()
-        finally:
-            if progress is not None:
-                progress.close()
-        tune_path = grid.experiment_path
-        interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
-        if "population" in meta and not quiet:
-            groups = (searcher.handed if isinstance(searcher, PopulationSearcher)
-                      else populations_handed(searcher.handed, meta["population"], meta))
-            print(describe_populations(groups, meta["population"]), file=stream or sys.stderr, flush=True)
+    rungs, handle = start_rungs(meta["rounds"]) if total and member_asha(meta) else (None, None)  # one by one
+    try:
+        if total:
+            recorder_parts = (printer, counter)
+            tune_path, interrupted = _fit(space, meta, store, todo, total, recorder_parts, progress, rungs,
+                                          max_concurrent=max_conc, stop_after=stop_after, trackers=trackers,
+                                          stream=stream, quiet=quiet)
+    finally:
+        if handle is not None:
+            stop_rungs(handle)
     return _outcome(space, meta, store, interrupted, counter["done"], tune_path)
+
+
+def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, dict[str, Any]], total: int,
+         recorder_parts: tuple[Callable, dict[str, int]], progress: Any, rungs: str | None, *,
+         max_concurrent: int | None, stop_after: int | None, trackers: list[str] | None, stream: Any,
+         quiet: bool) -> tuple[str, bool]:
+    """One Tune run of the `total` trials left: (its experiment folder, whether it was
+    interrupted). `rungs`: the member-ASHA actor of a sweep of populations (tune/member_asha.py;
+    Tune then has no scheduler of its own)."""
+    from ray import tune
+
+    opts = meta["options"]
+    metric, mode = meta["metric"], meta["mode"]
+    printer, counter = recorder_parts
+    trainable = _trainable(space, meta, rungs)
+    searcher = _searcher(space, meta, todo)
+    scheduler = _asha(meta["rounds"]) if opts["scheduler"] == "asha" and rungs is None else None
+    recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
+    loggers = tune_loggers()
+    if trackers:
+        from raycompo.watch.trackers import tune_callbacks
+
+        loggers += tune_callbacks(trackers, store.dir, space.name)
+    stopper = _StopAfter(counter, stop_after) if stop_after else None
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, metric=metric, mode=mode, num_samples=total, scheduler=scheduler,
+            max_concurrent_trials=max_concurrent, reuse_actors=opts.get("reuse_actors", True),
+            trial_dirname_creator=lambda trial: trial.trial_id,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{space.name}-{time.strftime('%Y%m%d-%H%M%S')}", storage_path=str((store.dir / "tune").resolve()),
+            callbacks=[recorder, *loggers], verbose=0, stop=stopper,
+        ),
+    )
+    if progress is not None:
+        progress.begin()
+    try:
+        grid = tuner.fit()
+    finally:
+        if progress is not None:
+            progress.close()
+    interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
+    if "population" in meta and not quiet:
+        groups = (searcher.handed if isinstance(searcher, PopulationSearcher)
+                  else populations_handed(searcher.handed, meta["population"], meta))
+        print(describe_populations(groups, meta["population"]), file=stream or sys.stderr, flush=True)
+    return grid.experiment_path, interrupted
 
 
 def _import_tune_quietly() -> None:
@@ -572,9 +598,10 @@ def _announce(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[
           f", backend {opts['backend']}; results in {store.dir}", file=stream or sys.stderr, flush=True)
 
 
-def _trainable(space: Space, meta: dict[str, Any]) -> Any:
+def _trainable(space: Space, meta: dict[str, Any], rungs: str | None = None) -> Any:
     """Tune's trainable: `run_trial` with every algorithm's base RunConfig, in a placement
-    group that holds one trial's driver and hosts."""
+    group that holds one trial's driver and hosts (`run_population_trial` with `--population
+    P`, told the member-ASHA actor `rungs`)."""
     from ray import tune
 
     from raycompo.configuration.config import resolve
@@ -596,8 +623,9 @@ def _trainable(space: Space, meta: dict[str, Any]) -> Any:
     spec = TrialSpec(bases=bases, metric=meta["metric"], mode=meta["mode"], hosts=hosts,
                      reuse_hosts=opts.get("reuse_hosts", True), classes=loaded(plugin_specs(space)))
     pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
-    fn = run_population_trial if meta.get("population", 1) > 1 else run_trial  # a population per trial
-    return tune.with_resources(tune.with_parameters(fn, spec=spec), pgf)
+    if meta.get("population", 1) > 1:  # a population per trial
+        return tune.with_resources(tune.with_parameters(run_population_trial, spec=spec, rungs=rungs), pgf)
+    return tune.with_resources(tune.with_parameters(run_trial, spec=spec), pgf)
 
 
 def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]]) -> Any:
@@ -640,12 +668,11 @@ def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]
 
 
 def _asha(rounds: int) -> Any:
-    """`--scheduler asha`: ASHA over the trials' reports (round 0 .. `rounds`)."""
+    """`--scheduler asha`: ASHA over the trials' reports (round 0 .. `rounds`; the settings
+    of `member_asha.asha_settings`, which populations' members are stopped by as well)."""
     from ray.tune.schedulers import ASHAScheduler
 
-    max_t = rounds + 1  # reports: round 0 .. rounds
-    return ASHAScheduler(time_attr="training_iteration", max_t=max_t,
-                         grace_period=max(1, min(max_t, max_t // 5)), reduction_factor=3)
+    return ASHAScheduler(time_attr="training_iteration", **asha_settings(rounds))
 
 
 def _outcome(space: Space, meta: dict[str, Any], store: SweepStore, interrupted: bool, ran: int,

@@ -7,7 +7,10 @@ round's row (round 0 = the initial model; on resume only the rows after the chec
 preceded by `on_costs` with its cost breakdown, `on_events` with its dispatches' events
 (`--log-events`: raycompo/system/event_log.py) and, for a row with an evaluation,
 `on_clients` with the evaluated clients' values (raycompo/watch/per_client.py), then exactly
-one of `on_end` (completed, diverged, interrupted) or `on_failure`.
+one of `on_end` (completed, diverged, interrupted) or `on_failure`. After each row (each
+call's rows, with a driver actor) the loop asks `stop_reason`: an observer that gives one
+ends the run there, as a budget does (status 'completed'; e.g. a sweep's ASHA per member of
+a population, raycompo/tune/member_asha.py).
 The CLI's progress line, the output writer (config.json / metrics.csv), the Tune
 reporter and the dashboard metrics are all observers; none of them is a branch inside
 the loop. An observer must not raise for ordinary rows; if it does, the run fails.
@@ -68,6 +71,10 @@ class Observer:
     def on_failure(self, exc: BaseException, final: Row) -> None:
         """The run raised `exc`; `final` is the last row written (or {})."""
 
+    def stop_reason(self) -> str | None:
+        """Why the run should end after the rows given so far (None: it goes on)."""
+        return None
+
 
 class Observers(Observer):
     """Several observers called in order."""
@@ -102,6 +109,15 @@ class Observers(Observer):
     def on_failure(self, exc: BaseException, final: Row) -> None:
         for o in self.observers:
             o.on_failure(exc, final)
+
+    def stop_reason(self) -> str | None:
+        """The first observer's reason to end the run (one that is not an `Observer`: none)."""
+        for o in self.observers:
+            ask = getattr(o, "stop_reason", None)
+            reason = ask() if ask is not None else None
+            if reason:
+                return reason
+        return None
 
 
 class Callback(Observer):

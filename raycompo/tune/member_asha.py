@@ -1,0 +1,190 @@
+"""ASHA per member of a population (`--scheduler asha --population P`, issue 42).
+
+Tune's ASHA stops a whole Tune trial, and with `--population P` a Tune trial is P members
+(tune/population_trial.py), so the sweep gives Tune no scheduler and stops members itself,
+by the same rule as Ray Tune's `AsyncHyperBandScheduler` (one bracket, `stop_last_trials`):
+
+* rungs at t = grace_period * rf^k (k = 0, 1, ... while t <= max_t), where t is the member's
+  count of reports (Tune's `training_iteration`: round 0 is t = 1);
+* a member whose report reaches a rung it is not recorded at is compared with the values
+  recorded there before it: it stops if its reward (the metric, negated for mode min) is
+  below their (1 - 1/rf) quantile (`numpy.nanpercentile`), i.e. not in their top 1/rf; its
+  value is recorded there either way. Ray's extra stop at max_t (the last report) changes
+  nothing here: a run's last row ends it anyway.
+
+`Rungs` holds the records. The population trials of one sweep run in different Ray worker
+processes (Tune's trial actors), so the sweep starts one small named actor holding them
+(`start_rungs`) and each member asks it (`RemoteRungs`, every call with a time limit), only
+when its report reaches a rung. `MemberStop` is the member's side: the report function of
+its `TuneReporter` (a stopped member's last report has status 'stopped', what the sweep
+records for a trial Tune's ASHA stopped) and an observer whose `stop_reason` ends the run
+after that row, as a budget does: the run returns 'completed', its pool leaves the
+population's rendezvous, and the others' chunks no longer hold its rows.
+
+As with Tune's ASHA the order in which members reach a rung decides: the first ones at a
+rung are never stopped there. A population's members reach a rung in the same round, and
+their order is that in which their threads report it (not the member order).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from raycompo.watch.observers import Observer
+
+NAMESPACE = "raycompo-tune"
+"""The Ray namespace of the sweep's rungs actor."""
+
+CALL_TIMEOUT_S = 60.0
+"""The longest a member waits for the rungs actor's answer."""
+
+
+def asha_settings(rounds: int) -> dict[str, int]:
+    """The sweep's ASHA (`--scheduler asha`) for trials of `rounds` rounds: reports are
+    rounds 0 .. `rounds`, so max_t = rounds + 1; grace period max_t // 5 (at least 1);
+    reduction factor 3."""
+    max_t = rounds + 1
+    return {"max_t": max_t, "grace_period": max(1, min(max_t, max_t // 5)), "reduction_factor": 3}
+
+
+class Rungs:
+    """The rungs of one ASHA bracket and the rewards recorded at each (see the module doc)."""
+
+    def __init__(self, max_t: int, grace_period: int, reduction_factor: float):
+        if not 0 < grace_period <= max_t or reduction_factor <= 1:
+            raise ValueError(
+                f"ASHA needs 0 < grace_period <= max_t and reduction_factor > 1, got "
+                f"{grace_period}, {max_t}, {reduction_factor}"
+            )
+        self.rf = reduction_factor
+        count = int(np.log(max_t / grace_period) / np.log(reduction_factor) + 1)  # Ray's MAX_RUNGS
+        self.milestones = [grace_period * reduction_factor**k for k in range(count)]
+        self.recorded: dict[Any, dict[str, float]] = {m: {} for m in self.milestones}
+
+    def get_milestones(self) -> list[Any]:
+        """The rungs' t, lowest first (for a caller holding an actor)."""
+        return list(self.milestones)
+
+    def on_result(self, key: str, t: int, reward: float) -> bool:
+        """Whether member `key`, reporting `reward` at its report count `t`, stops: at the
+        highest rung <= t it is not recorded at, `reward` below the (1 - 1/rf) quantile of
+        the rewards recorded there before it; then recorded there. False past no new rung."""
+        for milestone in reversed(self.milestones):
+            recorded = self.recorded[milestone]
+            if t < milestone or key in recorded:
+                continue
+            cutoff = (
+                np.nanpercentile(list(recorded.values()), (1 - 1 / self.rf) * 100)
+                if recorded
+                else None
+            )
+            recorded[key] = reward
+            return bool(cutoff is not None and reward < cutoff)
+        return False
+
+
+class RungsLike(Protocol):
+    """What `MemberStop` asks: `Rungs` here, or `RemoteRungs` for the sweep's actor."""
+
+    milestones: list[Any]
+
+    def on_result(self, key: str, t: int, reward: float) -> bool: ...
+
+
+def start_rungs(rounds: int) -> tuple[str, Any]:
+    """Start the sweep's rungs actor for trials of `rounds` rounds: (its name, its handle).
+    It has no CPU of its own and lives while the handle does (keep it; `stop_rungs` ends it)."""
+    import ray
+
+    name = f"raycompo-asha-{uuid.uuid4().hex[:8]}"
+    actor = ray.remote(Rungs).options(name=name, namespace=NAMESPACE, num_cpus=0)
+    handle = actor.remote(**asha_settings(rounds))
+    ray.get(
+        handle.get_milestones.remote(), timeout=CALL_TIMEOUT_S
+    )  # started (or a clear error here)
+    return name, handle
+
+
+def stop_rungs(handle: Any) -> None:
+    """End the rungs actor of `handle`."""
+    import ray
+
+    ray.kill(handle)
+
+
+class RemoteRungs:
+    """The sweep's rungs actor `name`, asked from a trial's process."""
+
+    def __init__(self, name: str):
+        import ray
+
+        self.name = name
+        try:
+            self.actor = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            raise RuntimeError(
+                f"--scheduler asha: the sweep's rungs actor {name!r} (namespace {NAMESPACE}) is "
+                f"missing; it lives as long as the sweep's process"
+            ) from None
+        self.milestones = self._get(self.actor.get_milestones.remote(), "its rungs")
+
+    def on_result(self, key: str, t: int, reward: float) -> bool:
+        return bool(
+            self._get(
+                self.actor.on_result.remote(key, t, reward), f"the decision on {key} at t={t}"
+            )
+        )
+
+    def _get(self, ref: Any, what: str) -> Any:
+        import ray
+
+        try:
+            return ray.get(ref, timeout=CALL_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(
+                f"--scheduler asha: the rungs actor {self.name!r} did not answer {what} within "
+                f"{CALL_TIMEOUT_S:.0f} s"
+            ) from None
+        except ray.exceptions.RayActorError as exc:
+            raise RuntimeError(
+                f"--scheduler asha: the rungs actor {self.name!r} is gone ({what} unanswered): "
+                f"{str(exc).strip().splitlines()[0][:200]}"
+            ) from None
+
+
+class MemberStop(Observer):
+    """One member's ASHA (see the module doc). `report(out)` (its TuneReporter's report
+    function) asks `rungs` when the count of reports reaches a rung and passes `out` on to
+    `forward`, with status 'stopped' when the rule stops a running member; `stop_reason`
+    then ends the run after that row."""
+
+    def __init__(
+        self,
+        rungs: RungsLike,
+        key: str,
+        metric: str,
+        mode: str,
+        forward: Callable[[dict[str, Any]], None],
+    ):
+        self.rungs, self.key, self.metric, self.forward = rungs, key, metric, forward
+        self.sign = 1.0 if mode == "max" else -1.0
+        self.milestones = set(rungs.milestones)
+        self.t = 0
+        self.reason: str | None = None
+
+    def report(self, out: dict[str, Any]) -> None:
+        self.t += 1  # Tune's training_iteration of this report
+        value = out.get(self.metric)
+        if self.t in self.milestones and isinstance(value, (int, float)):
+            stop = self.rungs.on_result(self.key, self.t, self.sign * value)
+            if stop and out.get("status") == "running":  # a last row ends its run anyway
+                out = {**out, "status": "stopped"}
+                self.reason = f"stopped by ASHA at round {out.get('round')} (rung t={self.t})"
+        self.forward(out)
+
+    def stop_reason(self) -> str | None:
+        return self.reason
