@@ -7,8 +7,9 @@ sweep that records each member once with its status."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import random
+import threading
+import time
 import types
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from raycompo.engine import population as population_module
 from raycompo.engine import runner
 from raycompo.engine.population import run_population
-from raycompo.tune.member_asha import MemberStop, Rungs, asha_settings
+from raycompo.tune.member_asha import MemberStop, Rungs, RungTurns, asha_settings
 from raycompo.tune.trainable import TuneReporter
 from tests.test_population import assert_same_rows, config
 
@@ -157,26 +158,41 @@ def test_a_stopped_members_rows_end_at_its_rung_and_leave_the_populations_chunks
 # --- a sweep -------------------------------------------------------------------------------------
 
 
-def consistent(
-    rewards: dict[str, float], stopped: set[str], groups: list[list[str]], milestone: int
-) -> bool:
-    """Whether some order of arrival at the rung `milestone` (the `groups` one after the
-    other, any order within each) gives exactly the `stopped` members by the rule."""
-    for order in itertools.product(*(itertools.permutations(g) for g in groups)):
-        rungs = Rungs(**asha_settings(9))
-        if all(
-            rungs.on_result(k, milestone, rewards[k]) == (k in stopped)
-            for k in itertools.chain(*order)
-        ):
-            return True
-    return False
+def rule_in_order(rewards: dict[str, float], stopped: set[str], order: list[str], milestone: int) -> bool:
+    """Whether arrivals at the rung `milestone` in `order` (the populations in turn, each in
+    member order: `RungTurns`) give exactly the `stopped` members by the rule."""
+    rungs = Rungs(**asha_settings(9))
+    return all(rungs.on_result(k, milestone, rewards[k]) == (k in stopped) for k in order)
+
+
+def test_members_ask_at_a_rung_in_member_order_whatever_their_threads_timing():
+    """Threads reaching a rung in reverse order ask in member order; a member that ended
+    does not hold the others; a member that never comes is named after the timeout."""
+    turns, asked = RungTurns(4), []
+
+    def member(i: int) -> None:
+        time.sleep(0.05 * (3 - i))  # member 3 first, member 0 last
+        turns.wait(i, 2)
+        asked.append(i)
+        turns.asked(i, 2)
+
+    turns.leave(1)  # ended before the rung
+    threads = [threading.Thread(target=member, args=(i,)) for i in (0, 2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert asked == [0, 2, 3]
+    late = RungTurns(2, timeout=0.2)
+    with pytest.raises(RuntimeError, match=r"member 1 waited .* for member\(s\) \[0\]"):
+        late.wait(1, 2)
 
 
 @pytest.mark.slow
 def test_a_grid_sweep_with_asha_and_populations_records_each_member_once(tmp_path, ray_session):
     """Two populations of 4, one at a time (rungs t = 2, 6: rounds 1, 5). Each trial once in
     trials.csv, its rows up to the round its status says; at each rung the stopped members
-    are those the rule stops for some order of arrival (the populations in turn); the second
+    are those the rule stops with arrivals in member order (the populations in turn); the second
     population's step sizes are far worse at round 1 than the first's, so all are stopped there."""
     import pandas as pd
 
@@ -226,11 +242,8 @@ def test_a_grid_sweep_with_asha_and_populations_records_each_member_once(tmp_pat
             for lr in there
             if done[lr] == rung_round and trials.loc[lr, "status"] == "stopped"
         }
-        groups = [
-            [str(lr) for lr in lrs[:4] if lr in there],
-            [str(lr) for lr in lrs[4:] if lr in there],
-        ]
-        assert consistent(rewards, stopped, groups, milestone), (milestone, rewards, stopped)
+        order = [str(lr) for lr in lrs if lr in there]  # grid order: population 1's, then 2's
+        assert rule_in_order(rewards, stopped, order, milestone), (milestone, rewards, stopped)
     at_1 = {lr: -loss[trials.loc[lr, "trial_id"]][1] for lr in lrs}  # rewards at the first rung
     assert max(at_1[lr] for lr in lrs[4:]) < min(at_1[lr] for lr in lrs[:4]), at_1
     assert list(done[lrs[4:]]) == [1] * 4

@@ -22,12 +22,15 @@ after that row, as a budget does: the run returns 'completed', its pool leaves t
 population's rendezvous, and the others' chunks no longer hold its rows.
 
 As with Tune's ASHA the order in which members reach a rung decides: the first ones at a
-rung are never stopped there. A population's members reach a rung in the same round, and
-their order is that in which their threads report it (not the member order).
+rung are never stopped there. A population's members reach a rung in the same round; their
+`RungTurns` makes them ask in member order (member i asks once every running member before
+it has asked at that rung), so which of them stop does not depend on their threads' timing.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -41,6 +44,10 @@ NAMESPACE = "raycompo-tune"
 
 CALL_TIMEOUT_S = 60.0
 """The longest a member waits for the rungs actor's answer."""
+
+TURN_TIMEOUT_S = 3600.0
+"""The longest a member waits for the members before it to reach a rung (as the population's
+rendezvous waits for a member at an exchange)."""
 
 
 def asha_settings(rounds: int) -> dict[str, int]:
@@ -156,11 +163,49 @@ class RemoteRungs:
             ) from None
 
 
+class RungTurns:
+    """The members of one population asking at a rung in member order: `wait(i, t)` returns
+    once every member j < i has asked at t (`asked`) or ended (`leave`). Members run in
+    lockstep (each exchange waits for all of them), so a member before i reaches the row of
+    rung t without waiting for i."""
+
+    def __init__(self, size: int, timeout: float = TURN_TIMEOUT_S):
+        self.reached = [0] * size
+        self.ended = [False] * size
+        self.timeout = timeout
+        self.cond = threading.Condition()
+
+    def _ready(self, i: int, t: int) -> bool:
+        return all(self.ended[j] or self.reached[j] >= t for j in range(i))
+
+    def wait(self, i: int, t: int) -> None:
+        deadline = time.monotonic() + self.timeout
+        with self.cond:
+            while not self._ready(i, t):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = [j for j in range(i) if not self.ended[j] and self.reached[j] < t]
+                    raise RuntimeError(f"--scheduler asha: member {i} waited {self.timeout:.0f} s at rung t={t} "
+                                       f"for member(s) {missing} of its population, which never reached it")
+                self.cond.wait(min(left, 1.0))
+
+    def asked(self, i: int, t: int) -> None:
+        with self.cond:
+            self.reached[i] = max(self.reached[i], t)
+            self.cond.notify_all()
+
+    def leave(self, i: int) -> None:
+        with self.cond:
+            self.ended[i] = True
+            self.cond.notify_all()
+
+
 class MemberStop(Observer):
     """One member's ASHA (see the module doc). `report(out)` (its TuneReporter's report
     function) asks `rungs` when the count of reports reaches a rung and passes `out` on to
     `forward`, with status 'stopped' when the rule stops a running member; `stop_reason`
-    then ends the run after that row."""
+    then ends the run after that row. `turns` (member `index`'s population): ask in member
+    order."""
 
     def __init__(
         self,
@@ -169,8 +214,11 @@ class MemberStop(Observer):
         metric: str,
         mode: str,
         forward: Callable[[dict[str, Any]], None],
+        turns: RungTurns | None = None,
+        index: int = 0,
     ):
         self.rungs, self.key, self.metric, self.forward = rungs, key, metric, forward
+        self.turns, self.index = turns, index
         self.sign = 1.0 if mode == "max" else -1.0
         self.milestones = set(rungs.milestones)
         self.t = 0
@@ -180,7 +228,13 @@ class MemberStop(Observer):
         self.t += 1  # Tune's training_iteration of this report
         value = out.get(self.metric)
         if self.t in self.milestones and isinstance(value, (int, float)):
-            stop = self.rungs.on_result(self.key, self.t, self.sign * value)
+            if self.turns is not None:
+                self.turns.wait(self.index, self.t)
+            try:
+                stop = self.rungs.on_result(self.key, self.t, self.sign * value)
+            finally:
+                if self.turns is not None:
+                    self.turns.asked(self.index, self.t)
             if stop and out.get("status") == "running":  # a last row ends its run anyway
                 out = {**out, "status": "stopped"}
                 self.reason = f"stopped by ASHA at round {out.get('round')} (rung t={self.t})"

@@ -10,7 +10,7 @@ import queue
 import threading
 from typing import Any
 
-from raycompo.tune.member_asha import MemberStop, RemoteRungs
+from raycompo.tune.member_asha import MemberStop, RemoteRungs, RungTurns
 from raycompo.tune.population_search import MEMBER, MEMBERS
 from raycompo.tune.trainable import TrialSpec, TuneReporter, trial_config, worst
 
@@ -35,9 +35,10 @@ def run_population_trial(config: dict[str, Any], spec: TrialSpec, rungs: str | N
     rows: queue.Queue = queue.Queue()
     asha = RemoteRungs(rungs) if rungs else None
     trial = tune.get_context().get_trial_id() if asha else None
+    turns = RungTurns(len(cfgs))  # members ask at a rung in member order
 
     def member(i: int, cfg: Any) -> Any:
-        stop = MemberStop(asha, f"{trial}/{i}", spec.metric, spec.mode, rows.put) if asha else None
+        stop = MemberStop(asha, f"{trial}/{i}", spec.metric, spec.mode, rows.put, turns, i) if asha else None
         reporter = TuneReporter(spec.metric, spec.mode, cfg.rounds, report=stop.report if stop else rows.put,
                                 extra={MEMBER: i})
 
@@ -47,6 +48,8 @@ def run_population_trial(config: dict[str, Any], spec: TrialSpec, rungs: str | N
             except Exception as exc:
                 rows.put({MEMBER: i, "status": "error", "error": str(exc).strip()[:500], spec.metric: worst(spec.mode)})
                 raise
+            finally:
+                turns.leave(i)
         return go
 
     population = Population(len(cfgs))
