@@ -157,6 +157,11 @@ class Algorithm:
     row_settings: ClassVar[frozenset[str]] = frozenset()
     """Settings that may differ between a population's trials (float settings that only scale
     arithmetic: step sizes, gamma); any other difference runs the trials apart."""
+    row_payload: ClassVar[frozenset[str]] = frozenset()
+    """Payload keys of `population_phases` whose Python floats may differ between a
+    population's trials (a step size the server computes each round, a normalizer): they
+    arrive as `TrialValues`, read with `CohortBatch.row_value` (a (k,) tensor of the rows'
+    values); any other differing number runs the trials apart."""
     contributions: ClassVar[dict[str, dict[str, Sent]]] = {}
     """Client phase -> {contribution key: how it travels} (raycompo/compression/keys.py:
     `VALUE`, `update(of, weight)`, `WEIGHT`): what a client sends up, for `--compress`,
