@@ -11,18 +11,34 @@ from raycompo.configuration.config import RunConfig
 from raycompo.engine import runner
 from tests.test_population import assert_same_rows, together
 
-DRO_SYN = {"n_clients": 8, "min_samples": 2, "max_samples": 30, "sync_every": 3, "batch_size": 8, "lam": 2.0}
+DRO_SYN = {
+    "n_clients": 8,
+    "min_samples": 2,
+    "max_samples": 30,
+    "sync_every": 3,
+    "batch_size": 8,
+    "lam": 2.0,
+}
 SYN = {"n_clients": 10, "min_samples": 2, "max_samples": 30, "clients_per_round": 5, "tau": 3}
 SINE = {"n_clients": 4, "p": 2}
 COSTS = ("samples", "values_up", "bytes_up", "values_down", "exchanges")
 
 
 def config(task: str, algo: str, **settings) -> RunConfig:
-    return RunConfig(task=task, algo=algo, rounds=3, backend="inline", vectorize="on", eval_clients=4,
-                     settings=settings)
+    return RunConfig(
+        task=task,
+        algo=algo,
+        rounds=3,
+        backend="inline",
+        vectorize="on",
+        eval_clients=4,
+        settings=settings,
+    )
 
 
-def assert_population_is_each_alone(cfgs: list[RunConfig], statuses: list[str] | None = None) -> None:
+def assert_population_is_each_alone(
+    cfgs: list[RunConfig], statuses: list[str] | None = None
+) -> None:
     """The trials together ran at least one exchange as one computation, and each one's
     rows and costs are its run alone's."""
     results, population = together(cfgs)
@@ -38,40 +54,77 @@ def assert_population_is_each_alone(cfgs: list[RunConfig], statuses: list[str] |
 
 
 def test_feddro_step_sizes_and_their_drop_per_row():
-    cfgs = [config("synthetic", "feddro", **DRO_SYN, beta=0.5, lr=lr, lr_decay_round=1, lr_decay=decay)
-            for lr, decay in ((0.05, 0.5), (0.2, 0.1), (500.0, 1.0))]
+    cfgs = [
+        config("synthetic", "feddro", **DRO_SYN, beta=0.5, lr=lr, lr_decay_round=1, lr_decay=decay)
+        for lr, decay in ((0.05, 0.5), (0.2, 0.1), (500.0, 1.0))
+    ]
     assert_population_is_each_alone(cfgs, ["completed", "completed", "diverged"])
 
 
-@pytest.mark.parametrize("algo, rows", [
-    ("local-scgdm", [dict(lr=0.01, alpha=0.8, gamma=0.7), dict(lr=0.03, eta=0.5, alpha=0.4, gamma=0.9),
-                     dict(lr=0.02, alpha=0.5, gamma=0.2)]),
-    ("local-scgd", [dict(lr=0.01, gamma=0.9), dict(lr=0.03, gamma=0.5)]),
-])
-@pytest.mark.parametrize("per_task", [True, False])
-def test_the_local_compositional_family_per_row(algo, rows, per_task):
-    extra = {"per_task_state": per_task} if algo == "local-scgdm" else {}
-    if algo == "local-scgd" and per_task:
-        algo, rows = "local-moml", [dict(lr=0.01, gamma=0.7), dict(lr=0.02, gamma=0.3)]
-    assert_population_is_each_alone([config("maml-sinusoid", algo, **SINE, **extra, **r) for r in rows])
+SLOW = pytest.mark.slow
 
 
-def test_local_bsgd_step_sizes_per_row():
-    rows = [dict(lr=0.01), dict(lr=0.05, first_order=False)]
-    assert_population_is_each_alone([config("maml-sinusoid", "local-bsgd", **SINE, **r) for r in rows])
+@pytest.mark.parametrize(
+    "algo, settings, rows",
+    [
+        ("local-scgd", {}, [dict(lr=0.01, gamma=0.9), dict(lr=0.03, gamma=0.5)]),
+        pytest.param(
+            "local-scgdm",
+            {"per_task_state": False},
+            [
+                dict(lr=0.01, alpha=0.8, gamma=0.7),
+                dict(lr=0.03, eta=0.5, alpha=0.4, gamma=0.9),
+                dict(lr=0.02, alpha=0.5, gamma=0.2),
+            ],
+            marks=SLOW,
+        ),
+        pytest.param(
+            "local-scgdm",
+            {"per_task_state": True},
+            [dict(lr=0.01, alpha=0.8, gamma=0.7), dict(lr=0.03, eta=0.5, alpha=0.4, gamma=0.9)],
+            marks=SLOW,
+        ),
+        pytest.param(
+            "local-moml", {}, [dict(lr=0.01, gamma=0.7), dict(lr=0.02, gamma=0.3)], marks=SLOW
+        ),
+        pytest.param("local-bsgd", {}, [dict(lr=0.01), dict(lr=0.05)], marks=SLOW),
+    ],
+)
+def test_the_local_compositional_family_per_row(algo, settings, rows):
+    """Step sizes and moving-average weights per row; shared u-bar and m-bar in the payload
+    (each trial's), per-task inner states u_i in each trial's client states."""
+    assert_population_is_each_alone(
+        [config("maml-sinusoid", algo, **SINE, **settings, **r) for r in rows]
+    )
 
 
 def test_ditto_step_size_and_lambda_per_row_with_each_trials_personal_models():
-    cfgs = [config("synthetic", "ditto", **SYN, lr=lr, lam=lam) for lr, lam in ((0.05, 0.1), (0.2, 1.0), (0.5, 0.0))]
+    cfgs = [
+        config("synthetic", "ditto", **SYN, lr=lr, lam=lam)
+        for lr, lam in ((0.05, 0.1), (0.2, 1.0), (0.5, 0.0))
+    ]
     assert_population_is_each_alone(cfgs)
 
 
 def test_qfedavg_step_size_and_q_per_row():
-    cfgs = [config("synthetic", "qfedavg", **SYN, lr=lr, q=q) for lr, q in ((0.05, 0.2), (0.1, 1.0), (0.02, 0.0))]
+    cfgs = [
+        config("synthetic", "qfedavg", **SYN, lr=lr, q=q)
+        for lr, q in ((0.05, 0.2), (0.1, 1.0), (0.02, 0.0))
+    ]
     assert_population_is_each_alone(cfgs)
 
 
+@pytest.mark.slow
 def test_pdsgd_steps_dual_steps_and_lambda_per_row():
     rows = ((0.05, 0.05, 2.0), (0.1, 0.02, 1.0), (0.02, 0.2, 4.0))
-    cfgs = [config("synthetic", "pdsgd", **DRO_SYN | {"lam": lam}, lr=lr, dual_lr=dual) for lr, dual, lam in rows]
+    cfgs = [
+        config(
+            "synthetic",
+            "pdsgd",
+            **DRO_SYN | {"lam": lam, "grad_norm_metric": False},
+            lr=lr,
+            dual_lr=dual,
+        )
+        for lr, dual, lam in rows
+    ]
     assert_population_is_each_alone(cfgs)

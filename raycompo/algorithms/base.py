@@ -153,7 +153,9 @@ class Algorithm:
     chunk: they read every payload tensor through `CohortBatch.broadcast` and each of
     `row_settings` as a number or a (k,) tensor of the rows' values (`settings.row_scalar`),
     and keep nothing for a later phase (`CohortBatch.keep_rows`: a population's chunk repeats
-    client ids). Declared by the class itself (not inherited, as batched phases are not)."""
+    client ids) unless every trial runs the same phases in lockstep, so that the next phase is
+    cut into the same chunks of the same trials (FedDRO's I + 1 exchanges a round). Declared
+    by the class itself (not inherited, as batched phases are not)."""
     row_settings: ClassVar[frozenset[str]] = frozenset()
     """Settings that may differ between a population's trials (float settings that only scale
     arithmetic: step sizes, gamma); any other difference runs the trials apart."""
