@@ -128,3 +128,22 @@ def test_pdsgd_steps_dual_steps_and_lambda_per_row():
         for lr, dual, lam in rows
     ]
     assert_population_is_each_alone(cfgs)
+
+
+def test_a_differing_float_of_the_payload_is_per_row_only_where_declared():
+    import torch
+
+    from raycompo.algorithms.cohort import CohortBatch, TrialValues
+    from raycompo.engine.population import same_payload_shape, trial_payload
+
+    a, b = {"w": torch.zeros(3), "lr": 0.1, "j": 1}, {"w": torch.ones(3), "lr": 0.2, "j": 1}
+    assert same_payload_shape(a, b, frozenset({"lr"}))
+    assert not same_payload_shape(
+        a, b
+    )  # undeclared (e.g. ComFedL's lse centre): the trials run apart
+    assert not same_payload_shape(a, {**b, "j": 2}, frozenset({"lr", "j"}))  # an int is a structure
+    both = trial_payload([a, b], torch.device("cpu"))
+    assert isinstance(both["lr"], TrialValues) and both["j"] == 1
+    cb = CohortBatch([], None, torch.device("cpu"))
+    cb.trials = torch.tensor([0, 0, 1])
+    assert cb.row_value(both["lr"]).tolist() == [0.1, 0.1, 0.2] and cb.row_value(0.5) == 0.5
