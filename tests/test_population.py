@@ -79,7 +79,7 @@ def test_seeds_as_one_population_through_the_api(tmp_path):
 
 
 def test_an_algorithm_without_a_population_form_runs_its_trials_apart_in_lockstep():
-    cfgs = [config("ditto", lr=lr) for lr in (0.02, 0.05)]
+    cfgs = [config("drfl", lr=lr) for lr in (0.02, 0.05)]
     results, population = together(cfgs)
     assert population.together == 0
     for cfg, pop in zip(cfgs, results):

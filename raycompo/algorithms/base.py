@@ -153,10 +153,17 @@ class Algorithm:
     chunk: they read every payload tensor through `CohortBatch.broadcast` and each of
     `row_settings` as a number or a (k,) tensor of the rows' values (`settings.row_scalar`),
     and keep nothing for a later phase (`CohortBatch.keep_rows`: a population's chunk repeats
-    client ids). Declared by the class itself (not inherited, as batched phases are not)."""
+    client ids) unless every trial runs the same phases in lockstep, so that the next phase is
+    cut into the same chunks of the same trials (FedDRO's I + 1 exchanges a round). Declared
+    by the class itself (not inherited, as batched phases are not)."""
     row_settings: ClassVar[frozenset[str]] = frozenset()
     """Settings that may differ between a population's trials (float settings that only scale
     arithmetic: step sizes, gamma); any other difference runs the trials apart."""
+    row_payload: ClassVar[frozenset[str]] = frozenset()
+    """Payload keys of `population_phases` whose Python floats may differ between a
+    population's trials (a step size the server computes each round, a normalizer): they
+    arrive as `TrialValues`, read with `CohortBatch.row_value` (a (k,) tensor of the rows'
+    values); any other differing number runs the trials apart."""
     contributions: ClassVar[dict[str, dict[str, Sent]]] = {}
     """Client phase -> {contribution key: how it travels} (raycompo/compression/keys.py:
     `VALUE`, `update(of, weight)`, `WEIGHT`): what a client sends up, for `--compress`,

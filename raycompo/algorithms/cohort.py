@@ -622,6 +622,12 @@ class CohortBatch:
             return w.stacked.index_select(0, self.trials)
         return w.unsqueeze(0).expand(self.k, -1)
 
+    def row_value(self, value: Any) -> Any:
+        """A payload number as it is; in a population's chunk, a `TrialValues` of the trials'
+        numbers (`Algorithm.row_payload`) as each row's trial's, a (k,) float64 tensor (scale
+        rows with `settings.row_scalar`)."""
+        return self.broadcast(value) if isinstance(value, TrialValues) else value
+
     @staticmethod
     def rows(t: torch.Tensor) -> list[torch.Tensor]:
         """A stacked (k, ...) tensor as k tensors of their own (a client's state must not

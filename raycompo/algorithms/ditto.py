@@ -21,7 +21,7 @@ from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, loc
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.algorithms.personalized import average_local_models
 from raycompo.compression.keys import WEIGHT, update
-from raycompo.settings import require
+from raycompo.settings import require, row_scalar
 
 
 @dataclass
@@ -53,6 +53,10 @@ class Ditto(Algorithm):
     Settings = DittoSettings
     contributions = {"local": {"w": update("w"), "count": WEIGHT}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
+    population_phases = frozenset({"local"})
+    """A population's trials run the local steps and the personal models' as rows of one
+    chunk (engine/population.py); personal_lr is structural (None: lr)."""
+    row_settings = frozenset({"lr", "lam"})
 
     def server_round(self, ctx, w, state):
         return average_local_models(ctx, self.s, w), state
@@ -71,12 +75,13 @@ class Ditto(Algorithm):
     @batched_phase("local")
     def batched_local(self, cb, states, payload):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
-        s, w_s = self.s, payload["w"]
-        w = cb.local_sgd(cb.broadcast(w_s), s.tau, s.lr, s.batch_size, cb.loss_gradient())  # 1.
-        v = cb.stack_state(states, "v", w_s)  # 2.
-        lr = s.lr if s.personal_lr is None else s.personal_lr
+        s, w_s = self.s, cb.broadcast(payload["w"])  # a population's: each row's trial's w_s
+        w = cb.local_sgd(w_s, s.tau, s.lr, s.batch_size, cb.loss_gradient())  # 1.
+        v = cb.state_rows(states, "v", w_s)[0]  # 2.
+        lr = row_scalar(s.lr if s.personal_lr is None else s.personal_lr, v)
+        lam = row_scalar(s.lam, v)
         for _, batch in cb.batches(s.tau if s.personal_steps is None else s.personal_steps, s.batch_size, stream=1):
-            v = v - lr * (cb.loss_grad(v, batch)[0] + s.lam * (v - w_s))
+            v = v - lr * (cb.loss_grad(v, batch)[0] + lam * (v - w_s))
         return {"w": w, "count": [1.0] * cb.k}, cb.new_states(states, {"v": v})
 
     @client_phase("evaluate")

@@ -40,11 +40,11 @@ import torch
 
 from raycompo.algorithms.base import client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
-from raycompo.algorithms.cohort import batched_phase
+from raycompo.algorithms.cohort import TrialValues, batched_phase
 from raycompo.compression.keys import VALUE
 from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
-from raycompo.settings import require
+from raycompo.settings import require, row_scalar
 
 
 @dataclass
@@ -63,6 +63,13 @@ class FedDRO(GlobalCOAlgorithm):
     Settings = FedDROSettings
     contributions = {"start": {"y": VALUE}, "step": {"y": VALUE, "x": VALUE}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
+    population_phases = frozenset({"start", "step"})
+    """A population's trials run the local steps as rows of one chunk (engine/population.py).
+    The rows kept from one phase for the next (`keep_rows`) need the trials in lockstep, as
+    they are: a round's I + 1 exchanges are the same for all (a trial that fails mid-round
+    fails the others of its chunk, with the error of `take_rows`)."""
+    row_settings = frozenset({"lr", "lr_decay"})
+    row_payload = frozenset({"lr"})
 
     @classmethod
     def asynchronous(cls, settings):
@@ -129,10 +136,12 @@ class FedDRO(GlobalCOAlgorithm):
 
     @batched_phase("step")
     def batched_step(self, cb, states, payload):
-        ybar = payload["ybar"]
+        ybar, lr = payload["ybar"], cb.row_value(payload["lr"])  # a population's: (k,) each
+        rows = cb.broadcast(ybar)
         jac, gh = cb.take_rows("jac"), cb.take_rows("gh")
-        x = cb.stack_state(states, "x") - payload["lr"] * global_batched.direction(self.problem, jac, ybar, gh)
-        states = cb.new_states(states, {"ybar": cb.broadcast(ybar), "x": x})
+        d = global_batched.direction(self.problem, jac, rows if isinstance(ybar, TrialValues) else ybar, gh)
+        x = cb.stack_state(states, "x") - row_scalar(lr, d) * d
+        states = cb.new_states(states, {"ybar": rows, "x": x})
         if payload["last"]:
             return {"x": x}, states
         return self._batched_estimate(cb, states, x, payload["j"])

@@ -20,6 +20,9 @@ class LocalBSGD(LocalCompositional):
     name = "local-bsgd"
     Settings = LocalCompositionalSettings
     batched_local = LocalCompositional.batched_local  # the family's batched local steps (only the recurrence differs)
+    population_phases = frozenset({"local"})
+    """A population's trials run the local steps as rows of one chunk (engine/population.py)."""
+    row_settings = frozenset({"lr"})
 
     def recurrence(self) -> Recurrence:
         return Recurrence(step=self.s.lr, inner=None, momentum=None)

@@ -41,7 +41,7 @@ from raycompo.compression.keys import WEIGHT, update
 from raycompo.errors import ConfigError
 from raycompo.problems import maml_batched
 from raycompo.problems.maml import meta_batch_vjp
-from raycompo.settings import require
+from raycompo.settings import require, row_scalar
 
 
 @dataclass
@@ -107,9 +107,18 @@ class Recurrence:
         return tuple(out)
 
 
-def moving_average(old: torch.Tensor | None, new: torch.Tensor, weight: float) -> torch.Tensor:
-    """(1 - weight) * old + weight * new; the first value (old None) is `new` itself."""
-    return new if old is None else (1 - weight) * old + weight * new
+def moving_average(old: torch.Tensor | None, new: torch.Tensor, weight: Any) -> torch.Tensor:
+    """(1 - weight) * old + weight * new; the first value (old None) is `new` itself. `weight`
+    a number, or in a population's chunk one per row of (k, ...) values (`settings.row_scalar`)."""
+    if old is None:
+        return new
+    weight = row_scalar(weight, new)
+    return (1 - weight) * old + weight * new
+
+
+def row_of(value: Any, i: int) -> Any:
+    """Row i's value of a coefficient: a number as it is, a population's (k,) tensor's entry."""
+    return value[i] if isinstance(value, torch.Tensor) else value
 
 
 class LocalCompositional(Algorithm):
@@ -219,7 +228,9 @@ class LocalCompositional(Algorithm):
     # --- the same p local steps for a chunk of clients at once (algorithms/cohort.py) ------
     # A row is (a client's iterate, one task of its meta-batch); the inner maps and their
     # pull-backs of all rows run as one vmap (problems/maml_batched.py), the per-task
-    # states stay a Python dict per client, as above.
+    # states stay a Python dict per client, as above. In a population's chunk (each variant
+    # declares `population_phases`) the coefficients s, c_u, c_m are (k,) tensors, one per
+    # client row (`row_algorithm`), and the payload's x, m-bar, u-bar each row's trial's.
     @batched_phase("local")
     def batched_local(self, cb, states, payload):
         r, k = self.recurrence(), cb.k
@@ -243,14 +254,14 @@ class LocalCompositional(Algorithm):
                 hats = ys
             elif r.per_task:
                 for j, (i, s) in enumerate(tasks):
-                    u_task[i][s.key] = moving_average(u_task[i].get(s.key), ys[j].clone(), r.inner)
+                    u_task[i][s.key] = moving_average(u_task[i].get(s.key), ys[j].clone(), row_of(r.inner, i))
                 hats = torch.stack([u_task[i][s.key] for i, s in tasks])
             else:
                 u = moving_average(None if first else u, maml_batched.row_means(ys, owner, k), r.inner)
                 hats = u[owner]
             z = maml_batched.row_means(maml_batched.pull(self.problem, xr, support, query, hats), owner, k)
             m = z if r.momentum is None else moving_average(None if first else m, z, r.momentum)
-            x = x - r.step * m
+            x = x - row_scalar(r.step, m) * m
         out: dict[str, Any] = {"x": x, "count": [1.0] * k}
         if "m" in r.averages:
             out["m"] = m

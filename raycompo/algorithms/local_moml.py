@@ -39,6 +39,9 @@ class LocalMOML(LocalCompositional):
     name = "local-moml"
     Settings = LocalMOMLSettings
     batched_local = LocalCompositional.batched_local  # the family's batched local steps (only the recurrence differs)
+    population_phases = frozenset({"local"})
+    """A population's trials run the local steps as rows of one chunk (engine/population.py)."""
+    row_settings = frozenset({"lr", "gamma"})
 
     def recurrence(self) -> Recurrence:
         return Recurrence(step=self.s.lr, inner=self.s.gamma, momentum=None, per_task=True)

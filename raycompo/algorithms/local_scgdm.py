@@ -59,6 +59,9 @@ class LocalSCGDM(LocalCompositional):
     name = "local-scgdm"
     Settings = LocalSCGDMSettings
     batched_local = LocalCompositional.batched_local  # the family's batched local steps (only the recurrence differs)
+    population_phases = frozenset({"local"})
+    """A population's trials run the local steps as rows of one chunk (engine/population.py)."""
+    row_settings = frozenset({"lr", "eta", "alpha", "gamma"})
 
     def recurrence(self) -> Recurrence:
         s = self.s

@@ -42,7 +42,7 @@ from raycompo.algorithms.chunk_state import ChunkState
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.compression.keys import VALUE
-from raycompo.settings import require
+from raycompo.settings import require, row_scalar
 
 
 @dataclass
@@ -63,6 +63,11 @@ class PDSGD(GlobalCOAlgorithm):
     requires = frozenset({"sample_losses"})
     contributions = {"log_mass": {"lse": VALUE}, "step": {"g": VALUE, "mass": VALUE}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
+    population_phases = frozenset({"log_mass", "step"})
+    """A population's trials run the steps as rows of one chunk (engine/population.py): the
+    dual log-weights a of each (trial, client) row are its trial's state."""
+    row_settings = frozenset({"lr", "lr_decay", "dual_lr", "lam"})
+    row_payload = frozenset({"log_z"})
 
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))
@@ -135,20 +140,21 @@ class PDSGD(GlobalCOAlgorithm):
     def batched_step(self, cb, states, payload):
         """client_step for a chunk: the weights p_i of each client's drawn samples weigh one
         pullback of the batch's per-sample losses; the dual ascent of all k rows at once."""
-        s, w = self.s, payload["w"]
+        s, w = self.s, cb.broadcast(payload["w"])  # a population's: w, log Z, dual_lr, lam per row
         batch = cb.batch(payload["j"], s.batch_size)  # the draws of client_step (stream 0)
         a = padded_log_weights(cb, states)
         dev = a.device
+        log_z, dual_lr, lam = (row_scalar(v, a) for v in (cb.row_value(payload["log_z"]), s.dual_lr, s.lam))
         idx = cb.sample_index(batch).to(dev)  # (k, B): the index i of each row's sample
         real = batch.mask.to(dev) > 0
         ratio = (cb.num_samples() / batch.count.to(dev, torch.float64)).unsqueeze(1)  # n_k / |b_k|
-        p = torch.exp(a.gather(1, idx) - payload["log_z"])  # p_i of the drawn samples
+        p = torch.exp(a.gather(1, idx) - log_z)  # p_i of the drawn samples
         coef = torch.where(real, ratio * p, 0.0).to(w.device, w.dtype)  # padded rows weigh 0
-        g, losses = cb.task.batched_sample_grad(cb.broadcast(w), batch, lambda _: coef)
+        g, losses = cb.task.batched_sample_grad(w, batch, lambda _: coef)
         ghat = torch.where(real, ratio * losses.to(dev, torch.float64), 0.0)
         ghat = torch.zeros_like(a).scatter_(1, idx, ghat)  # a padded row lands on a -inf column, as 0
-        a = (1 - s.dual_lr * s.lam) * a + s.dual_lr * ghat  # padding: -inf stays -inf
-        mass = torch.exp(a - payload["log_z"]).sum(1).tolist()  # M_k, numbers: summed in float64
+        a = (1 - dual_lr * lam) * a + dual_lr * ghat  # padding: -inf stays -inf
+        mass = torch.exp(a - log_z).sum(1).tolist()  # M_k, numbers: summed in float64
         return {"g": g, "mass": mass}, cb.new_states(states, {"a": a})
 
 

@@ -21,7 +21,7 @@ from raycompo.algorithms.base import Algorithm, LocalSettings, client_phase, loc
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.compression.keys import VALUE
 from raycompo.problems.oracle import on_row
-from raycompo.settings import require
+from raycompo.settings import require, row_scalar
 
 WHOLE_STREAM = 7
 """The stream key of a chunk's read of its clients' whole data (`CohortBatch.whole`): apart
@@ -43,6 +43,9 @@ class QFedAvg(Algorithm):
     Settings = QFedAvgSettings
     contributions = {"local": {"delta": VALUE, "h": VALUE}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
+    population_phases = frozenset({"local"})
+    """A population's trials run the local steps as rows of one chunk (engine/population.py)."""
+    row_settings = frozenset({"lr", "q"})
 
     def server_round(self, ctx, w, state):
         cohort = ctx.sample(self.s.cohort_size(ctx.n_clients))
@@ -72,14 +75,14 @@ class QFedAvg(Algorithm):
     @batched_phase("local")
     def batched_local(self, cb, states, payload):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
-        w0 = payload["w"]
+        w0 = cb.broadcast(payload["w"])  # a population's: each row's trial's; lr, q: (k,) there
         with torch.no_grad():  # F_k(w) on each client's whole training data
             whole = cb.whole(WHOLE_STREAM)  # the chunk's at once where it fits, else one forward each
-            loss = (cb.losses(cb.broadcast(w0), whole) if whole is not None else
-                    torch.stack([self.full_loss(i, w0, d) for i, d in enumerate(cb.data)])).clamp_min(1e-10)
-        w = cb.local_sgd(cb.broadcast(w0), self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
+            loss = (cb.losses(w0, whole) if whole is not None else
+                    torch.stack([self.full_loss(i, w0[i], d) for i, d in enumerate(cb.data)])).clamp_min(1e-10)
+        w = cb.local_sgd(w0, self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
         L, q = 1.0 / self.s.lr, self.s.q
-        dw = L * (w0 - w)
+        dw = row_scalar(L, w) * (w0 - w)
         fq = loss**q
         return {
             "delta": fq.unsqueeze(1) * dw,

@@ -164,7 +164,7 @@ def batchable(host_a: Host, a: Request, host_b: Host, b: Request) -> bool:
         return False
     if differing_settings(host_a.algorithm.s, host_b.algorithm.s) - set(cls.row_settings):
         return False
-    return same_payload_shape(a.payload, b.payload)
+    return same_payload_shape(a.payload, b.payload, cls.row_payload)
 
 
 def differing_settings(a: Any, b: Any) -> set[str]:
@@ -172,9 +172,10 @@ def differing_settings(a: Any, b: Any) -> set[str]:
     return {f.name for f in fields(a) if getattr(a, f.name) != getattr(b, f.name)}
 
 
-def same_payload_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Payloads of the same keys, each value equal or a tensor of one shape and dtype (values
-    that cannot be compared, e.g. lists of tensors, are not the same)."""
+def same_payload_shape(a: dict[str, Any], b: dict[str, Any], numbers: frozenset[str] = frozenset()) -> bool:
+    """Payloads of the same keys, each value equal or a tensor of one shape and dtype, or
+    under a key of `numbers` two floats (`Algorithm.row_payload`); values that cannot be
+    compared, e.g. lists of tensors, are not the same."""
     if a.keys() != b.keys():
         return False
     for key, va in a.items():
@@ -182,6 +183,8 @@ def same_payload_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
         if isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor):
             if va.shape != vb.shape or va.dtype != vb.dtype:
                 return False
+            continue
+        if key in numbers and type(va) is float and type(vb) is float:
             continue
         try:
             if isinstance(va, torch.Tensor) or isinstance(vb, torch.Tensor) or bool(va != vb):
@@ -193,12 +196,15 @@ def same_payload_shape(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def trial_payload(payloads: list[dict[str, Any]], device: torch.device) -> dict[str, Any]:
     """The trials' payloads as one: a value they share as it is, tensors that differ stacked
-    as `TrialValues` (row p: trial p's)."""
+    as `TrialValues` (row p: trial p's), floats that differ (`Algorithm.row_payload`) as a
+    `TrialValues` of a (P,) float64 tensor."""
     out: dict[str, Any] = {}
     for key, first in payloads[0].items():
         values = [p[key] for p in payloads]
         if isinstance(first, torch.Tensor) and any(v is not first and not torch.equal(v, first) for v in values[1:]):
             out[key] = TrialValues(torch.stack([to_device(v, device) for v in values]))
+        elif type(first) is float and any(v != first for v in values[1:]):
+            out[key] = TrialValues(torch.tensor(values, dtype=torch.float64, device=device))
         else:
             out[key] = to_device(first, device)
     return out
@@ -220,8 +226,11 @@ def row_algorithm(hosts: list[Host], trials: list[int], device: torch.device, dt
 
 
 def model_dtype(payload: dict[str, Any]) -> torch.dtype:
-    """The dtype of the payload's first floating tensor (the models'), float32 without one."""
+    """The dtype of the payload's first floating tensor (the models'; not the trials' numbers
+    of a `row_payload` key), float32 without one."""
     for value in payload.values():
+        if isinstance(value, TrialValues) and value.stacked.dim() == 1:
+            continue
         t = value.stacked if isinstance(value, TrialValues) else value
         if isinstance(t, torch.Tensor) and t.is_floating_point():
             return t.dtype
