@@ -53,6 +53,7 @@ def assert_population_is_each_alone(
                 assert alone.metrics[cost].tolist() == pop.metrics[cost].tolist(), cost
 
 
+@pytest.mark.slow
 def test_feddro_step_sizes_and_their_drop_per_row():
     cfgs = [
         config("synthetic", "feddro", **DRO_SYN, beta=0.5, lr=lr, lr_decay_round=1, lr_decay=decay)
