@@ -193,8 +193,7 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         runs = {a: space.grid_size(a) if opts.search == "grid" else min(meta["samples"], space.grid_size(a))
                 for a in algos}
         meta["population_asked"] = population
-        meta["population"] = (auto_population(runs, memory=auto_memory(space, algos, opts))
-                              if population == "auto" else population)
+        meta["population"] = population if population != "auto" else auto_population(runs, memory=auto_memory(space, algos, opts))
         check_population_run(meta)
     return space, meta, store
 
