@@ -39,6 +39,7 @@ import argparse
 import math
 import sys
 import time
+from functools import partial
 from typing import Any
 
 from raycompo.bench.cohort import ALGOS, WORKLOADS
@@ -183,8 +184,15 @@ def memory_child(task: str, size: int) -> None:
     if size == 0:
         runner.run(cfgs[0])
     else:
-        run_population([lambda seat, c=c: runner.run(c, hosts=seat) for c in cfgs])
+        run_population([partial(run_seated, c) for c in cfgs])
     print(f"{seen[0]:.1f} {seen[1]:.1f}")
+
+
+def run_seated(cfg: RunConfig, seat: Any) -> Any:
+    """`cfg` run inline as a member of a population (`seat`)."""
+    from raycompo.engine import runner
+
+    return runner.run(cfg, hosts=seat)
 
 
 def measure_memory() -> None:
