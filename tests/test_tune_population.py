@@ -287,8 +287,10 @@ def test_python_refuses_a_bad_population(value, tmp_path):
         raycompo.tune("dro", population=value, out=tmp_path / "s")
 
 
-def test_population_is_recorded_only_when_given(tmp_path):
+def test_population_is_recorded_only_when_given(tmp_path, monkeypatch):
     from raycompo.tune.sweep import SweepOptions, prepare
+
+    monkeypatch.setattr("raycompo.engine.memory.available_local", lambda: 2.0**40)  # auto: not memory-bound here
 
     _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "a")))
     assert "population" not in meta and "population" not in meta["options"]  # sweep.json as before
@@ -497,3 +499,30 @@ def test_a_grid_sweep_of_populations_stopped_part_way_resumes_to_the_trials_of_a
     assert list(resumed["trial_id"]) == list(whole["trial_id"]) and (resumed["status"] == "completed").all()
     cols = [c for c in whole.columns if c.startswith("final_") and "time" not in c]
     assert np.allclose(resumed[cols].to_numpy(float), whole[cols].to_numpy(float), rtol=1e-5, atol=1e-7)
+
+
+def test_auto_is_bounded_by_the_memory_available():
+    """shared + P * per_trial <= fraction * available, with a made-up memory figure."""
+    from raycompo.tune.population import AUTO_MEMORY_FRACTION, memory_bound
+
+    gb = 2**30
+    p = memory_bound(per_trial=0.5 * gb, shared=1 * gb, available=8 * gb)
+    assert p == 6 and 1 * gb + p * 0.5 * gb <= AUTO_MEMORY_FRACTION * 8 * gb < 1 * gb + (p + 1) * 0.5 * gb
+    assert memory_bound(per_trial=gb, shared=4 * gb, available=4 * gb) == 1  # never below one trial
+    assert auto_population({"comfedl": 8}, memory=6) == 6 and auto_population({"comfedl": 3}, memory=6) == 3
+
+
+def test_the_sweeps_auto_population_fits_a_small_machine(monkeypatch, tmp_path):
+    """A made-up trial of 1 GB beside 1 GB shared: half of 12 GB available holds 5 (the 4 samples
+    asked), half of 4 GB holds 1."""
+    from raycompo.tune import sweep
+    from raycompo.tune.sweep import SweepOptions, prepare
+
+    gb = 2**30
+    monkeypatch.setattr(sweep, "trial_memory", lambda resolved: (1.0 * gb, 1.0 * gb))
+    sizes = []
+    for name, available in (("a", 12 * gb), ("b", 4 * gb)):
+        monkeypatch.setattr("raycompo.engine.memory.available_local", lambda a=available: float(a))
+        _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / name), population="auto"))
+        sizes.append(meta["population"])
+    assert sizes == [4, 1]

@@ -3,6 +3,7 @@
     python -m raycompo.bench population [--algos fedavg comfedl] [--workload synthetic]
         [--rounds 40] [--clients 200] [--m 100] [--seeds 1] [--threads 1] [--eval-every 10]
         [--sampler randperm|keyed] [--sweep [--population 8]]
+    python -m raycompo.bench population --memory
 
 For each algorithm, the grid of its step sizes (`GRIDS`: 8 each; two of ComFedL's diverge
 on `synthetic`) times `--seeds` seeds, on the inline backend with vectorized cohorts:
@@ -22,6 +23,14 @@ of one trial differ as much). Workloads as
 sweep (`raycompo.tune(space, search="grid")`, inline) with `--population 1` and with
 `--population P`: the wall time of each (Ray's and Tune's start included) and whether the
 trials' statuses and final losses agree. Figures are printed, never asserted.
+
+`--memory`: the memory of one trial alone and of populations of P = 1, 2, 4, 8 trials (FedAvg,
+step sizes 0.01 P, seed 0, 5 rounds) on dro-mnist5k (the tune quick start's task, its
+defaults) and on `synthetic` (200 clients, 100 a round, vectorized), each measured in a fresh
+subprocess: the resident set (RSS, /proc/self/status) added since before the run, read at
+the last round, and the bytes of the torch storages alive then (each storage once: the
+data, the slab, the models; what RSS adds beyond them is the allocator's and Python's), beside
+`data + P x (alone - data)`, the bound of one shared data copy and P trials' own state.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import argparse
 import math
 import sys
 import time
+from functools import partial
 from typing import Any
 
 from raycompo.bench.cohort import ALGOS, WORKLOADS
@@ -118,6 +128,91 @@ def measure_sweeps(args: Any) -> None:
           f"largest relative difference of a final loss {abs(finite).max() if finite.size else 0:.1e}")
 
 
+MEMORY_SIZES = (1, 2, 4, 8)
+"""Population sizes of `--memory`."""
+
+
+def memory_configs(task: str, size: int) -> list[RunConfig]:
+    """`--memory`'s trials: FedAvg at step sizes 0.01 p, seed 0, 5 rounds."""
+    extra: dict[str, Any] = {}
+    if task == "synthetic":
+        extra = {"n_clients": 200, "clients_per_round": 100}
+    return [RunConfig(task=task, algo="fedavg", rounds=5, seed=0, eval_every=1, eval_clients=20, backend="inline",
+                      vectorize="on" if task == "synthetic" else "auto", settings={**extra, "lr": 0.01 * (p + 1)})
+            for p in range(size)]
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
+
+
+def storage_mb() -> float:
+    """The bytes of the torch storages alive (each once), in MB."""
+    import gc
+
+    import torch
+
+    seen: dict[int, int] = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
+            s = obj.untyped_storage()
+            seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values()) / 2**20
+
+
+def memory_child(task: str, size: int) -> None:
+    """One measurement (in its own process): prints 'rss_added storage' in MB at the last
+    round of `size` trials as one population (0: one trial alone)."""
+    import torch
+
+    from raycompo.engine import federation, runner
+    from raycompo.engine.population import run_population
+
+    torch.set_num_threads(1)
+    cfgs = memory_configs(task, max(size, 1))
+    seen: list[float] = []
+    end = federation.Federation.close
+
+    def close(self: Any) -> None:  # the last round's memory, the first trial to end
+        if not seen:
+            seen.extend([rss_mb() - base, storage_mb()])
+        end(self)
+
+    federation.Federation.close = close  # type: ignore[method-assign]
+    base = rss_mb()
+    if size == 0:
+        runner.run(cfgs[0])
+    else:
+        run_population([partial(run_seated, c) for c in cfgs])
+    print(f"{seen[0]:.1f} {seen[1]:.1f}")
+
+
+def run_seated(cfg: RunConfig, seat: Any) -> Any:
+    """`cfg` run inline as a member of a population (`seat`)."""
+    from raycompo.engine import runner
+
+    return runner.run(cfg, hosts=seat)
+
+
+def measure_memory() -> None:
+    """`--memory`: each measurement a subprocess (`--memory-child`), figures side by side."""
+    import subprocess
+
+    print(f"{'task':<12} {'trials':>10} {'RSS added MB':>13} {'tensors MB':>11} {'data + P x (alone - data)':>26}")
+    for task in ("dro-mnist5k", "synthetic"):
+        alone = data = 0.0
+        for size in (0, *MEMORY_SIZES):
+            out = subprocess.run([sys.executable, "-m", "raycompo.bench", "population", "--memory-child", task,
+                                  str(size)], capture_output=True, text=True, check=True).stdout.split()
+            added, tensors = float(out[-2]), float(out[-1])
+            if size == 0:
+                alone, data = added, tensors
+            bound = f"{data + size * (alone - data):.1f}" if size else "-"
+            print(f"{task:<12} {'alone' if size == 0 else f'P = {size}':>10} {added:>13.1f} {tensors:>11.1f} {bound:>26}")
+            sys.stdout.flush()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's options (main parses with it; tests check documented commands)."""
     p = argparse.ArgumentParser(prog="python -m raycompo.bench population", description=__doc__.split("\n\n")[0])
@@ -132,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", action="store_true", help="also the same grid as a sweep (raycompo.tune, inline), "
                    "--population 1 vs --population P, Tune's and Ray's start included")
     p.add_argument("--population", type=int, default=8, help="P of --sweep")
+    p.add_argument("--memory", action="store_true", help="instead: the memory of one trial alone and of "
+                   "populations of 1, 2, 4, 8 trials on dro-mnist5k and synthetic, each in a subprocess")
+    p.add_argument("--memory-child", nargs=2, metavar=("TASK", "P"), help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: on a shared machine more "
                    "threads measure the other processes' load)")
     return p
@@ -140,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
+    if args.memory_child:
+        memory_child(args.memory_child[0], int(args.memory_child[1]))
+        return 0
+    if args.memory:
+        measure_memory()
+        return 0
     if args.threads:
         import torch
 

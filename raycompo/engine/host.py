@@ -36,7 +36,7 @@ from raycompo.engine.trial_data import TrialData, sharable
 from raycompo.engine.uncounted import UncountedReads
 from raycompo.problems.oracle import metering
 from raycompo.seeding import client_prefix, generator_from
-from raycompo.tasks.base import ClientData
+from raycompo.tasks.base import ClientData, settings_key
 from raycompo.watch.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
 DATA_CACHE_CLIENTS = 10_000
@@ -148,12 +148,18 @@ class Host:
         actor is created."""
         return self._repr
 
-    def ready(self) -> int:
+    def ready(self, data_from: list[Host] | None = None) -> int:
         """Build the task and the algorithm, and materialize one client so that missing data
-        or a bad partition fails now (once). Returns the number of clients hosted."""
+        or a bad partition fails now (once). Returns the number of clients hosted.
+        `data_from`: hosts whose client data this one reads where they are the same data
+        (`share_data` with the first that has them), before any client is materialized
+        here: a population's trials hold no data of their own, not even for a moment."""
         if self._args is not None:
             self._setup(*self._args)
             self._args = None
+            for other in data_from or ():
+                if self.share_data(other):
+                    break
             if len(self.client_ids):
                 self.clients.prefetch([self.client_ids[0]])
         return len(self.client_ids)
@@ -449,7 +455,7 @@ class Host:
 def data_key(r: Resolved, device: torch.device) -> tuple:
     """What a host's client data depend on: the task, its settings, the seed, the data
     folder and the device."""
-    return (r.task_cls, tuple(sorted(vars(r.task_settings).items())), r.config.seed, r.config.data_dir, str(device))
+    return (r.task_cls, settings_key(r.task_settings), r.config.seed, r.config.data_dir, str(device))
 
 
 def host_repr(ids: range | list[int], n_clients: int, task: str, run: str | None) -> str:

@@ -54,12 +54,13 @@ def combine(parts: list[dict[str, Any]], reduce: bool) -> dict[Any, Any]:
 
 
 class InlinePool:
-    """All clients in one Host in this process: sequential, the reference backend."""
+    """All clients in one Host in this process: sequential, the reference backend. `data_from`:
+    hosts whose client data this one reads where they are the same (`Host.ready`)."""
 
-    def __init__(self, resolved: Resolved):
+    def __init__(self, resolved: Resolved, data_from: list[Host] | None = None):
         self.n_clients = resolved.n_clients
         self.host = Host(resolved, range(self.n_clients), state_budget_bytes=resolved.config.state_budget_bytes())
-        self.host.ready()
+        self.host.ready(data_from)
 
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
             count: bool = False, dispatch: int = 0, probe: bool = False) -> Any:

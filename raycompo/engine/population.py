@@ -89,10 +89,9 @@ class Seat:
 
     def inline_pool(self, resolved: Any) -> MemberPool:
         with self.population.lock:  # one pool at a time: each finds the data of those before it
-            pool = InlinePool(resolved)
-            for other in self.population.pools.values():  # the first open one with the same data
-                if other.host is not None and pool.host.share_data(other.host):
-                    break
+            # the open ones' hosts, offered before this one materializes a client of its own
+            others = [other.host for other in self.population.pools.values() if other.host is not None]
+            pool = InlinePool(resolved, data_from=others)
             self.population.pools[self.member] = pool
         return MemberPool(pool, self.population, self.member)
 

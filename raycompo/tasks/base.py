@@ -160,9 +160,20 @@ def index_clients(x: torch.Tensor, y: torch.Tensor, x_val: torch.Tensor, y_val: 
     return out
 
 
+def settings_key(settings: Any) -> tuple:
+    """A task's settings as a key of the data built from them: (name, type, value) of every
+    field, sorted. The type is part of it: values that compare equal across types (1, 1.0,
+    True) are not taken for one another."""
+    return tuple(sorted((k, type(v).__qualname__, v) for k, v in vars(settings).items()))
+
+
 @lru_cache(maxsize=4)
-def _cached_partition(cls: type, settings_key: tuple, seed: int, data_dir: str | None) -> list[ClientData]:
-    return cls(cls.Settings(**dict(settings_key)), seed, data_dir).partition()
+def _cached_partition(cls: type, key: tuple, seed: int, data_dir: str | None) -> list[ClientData]:
+    """The partition of (class, `settings_key`, seed, data folder), built once per process and
+    shared by every task object of those (a population's trials of one seed: one copy). Its
+    ClientData objects are never handed out themselves: the hosts' caches read copies
+    (`ClientData.to`) with counters of their own, over the same tensors, which nothing writes."""
+    return cls(cls.Settings(**{k: v for k, _, v in key}), seed, data_dir).partition()
 
 
 def draw_indices(n: int, size: int, gen: torch.Generator, sampler: str = "randperm") -> torch.Tensor:
@@ -244,8 +255,7 @@ class Task:
 
     def clients(self, ids: list[int]) -> list[ClientData]:
         """The clients `ids`, from a partition built once per process and cached."""
-        key = tuple(sorted(vars(self.settings).items()))
-        all_clients = _cached_partition(type(self), key, self.seed, self.data_dir)
+        all_clients = _cached_partition(type(self), settings_key(self.settings), self.seed, self.data_dir)
         return [all_clients[i] for i in ids]
 
     def loss(self, w: torch.Tensor, batch: Any) -> torch.Tensor:

@@ -129,12 +129,40 @@ def check_population(value: Any) -> int | str | None:
     return value
 
 
-def auto_population(trials_per_algorithm: Mapping[str, int], limit: int = AUTO_MAX) -> int:
+AUTO_MEMORY_FRACTION = 0.5
+"""The share of the memory available when a sweep starts that `auto`'s population may fill."""
+TRIAL_BYTES = 32 * 2**20
+"""One trial's own memory in a population besides its clients' states (measured: 4-13 MB per
+added trial, `python -m raycompo.bench population --memory`; rounded up)."""
+
+
+def memory_bound(per_trial: float, shared: float, available: float,
+                 fraction: float = AUTO_MEMORY_FRACTION) -> int:
+    """The largest P with `shared + P * per_trial <= fraction * available` (bytes), at least
+    1: `shared` is held once per population (the process, the task's data), `per_trial` by
+    every trial (`TRIAL_BYTES` plus its client states, engine/memory.py)."""
+    room = fraction * available - shared
+    return max(1, int(room // per_trial)) if per_trial > 0 else AUTO_MAX
+
+
+def auto_population(trials_per_algorithm: Mapping[str, int], limit: int = AUTO_MAX,
+                    memory: int | None = None) -> int:
     """`--population auto`: as many trials as the algorithm with the most trials to run
-    (its grid points or its Optuna samples), at most `limit`, at least 1. Not bounded by
-    memory yet: a population of P trials of one seed holds P tasks and P sets of client
-    states beside one copy of the client data; give a smaller P where that does not fit."""
-    return max(1, min(limit, max(trials_per_algorithm.values(), default=1)))
+    (its grid points or its Optuna samples), at most `limit` and at most `memory` (the
+    `memory_bound` of the sweep's trials, None: unbounded), at least 1."""
+    size = max(1, min(limit, max(trials_per_algorithm.values(), default=1)))
+    return size if memory is None else max(1, min(size, memory))
+
+
+def trial_memory(resolved: Any) -> tuple[float, float]:
+    """(per trial, shared) bytes of a population of trials like `resolved` (engine/memory.py's
+    estimate of one inline run, split): shared, the process and the client data; per trial,
+    the rest (client states, their index, the cohort draw, the checkpoint) plus `TRIAL_BYTES`."""
+    from raycompo.engine.memory import estimate
+
+    parts = estimate(resolved, ray=False).parts
+    shared = parts.get("processes", 0.0) + parts.get("client data", 0.0)
+    return sum(parts.values()) - shared + TRIAL_BYTES, shared
 
 
 def populations_handed(

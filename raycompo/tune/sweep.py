@@ -48,8 +48,10 @@ from raycompo.tune.population import (
     auto_population,
     check_population,
     describe_populations,
+    memory_bound,
     population_key,
     populations_handed,
+    trial_memory,
 )
 from raycompo.tune.population_search import MEMBER, MEMBERS, PopulationSearcher
 from raycompo.tune.population_trial import run_population_trial
@@ -193,7 +195,7 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         runs = {a: space.grid_size(a) if opts.search == "grid" else min(meta["samples"], space.grid_size(a))
                 for a in algos}
         meta["population_asked"] = population
-        meta["population"] = auto_population(runs) if population == "auto" else population
+        meta["population"] = population if population != "auto" else auto_population(runs, memory=auto_memory(space, algos, opts))
         check_population_run(meta)
     return space, meta, store
 
@@ -215,6 +217,19 @@ def check_rank_at(axis: str, columns: list[str], task: str) -> None:
 RESUME_OPTIONS = ("search", "scheduler", "backend", "hosts_per_trial", "driver_cpus", "cpus_per_actor", "gpus_per_actor",
                   "full", "data_dir")
 """The options of sweep.json that a resumed sweep reads."""
+
+
+def auto_memory(space: Space, algos: list[str], opts: Any, available: float | None = None) -> int:
+    """The largest population of this sweep's trials that fits the memory `available` (default:
+    this machine's): `memory_bound` of the largest `trial_memory` of each algorithm's first point."""
+    from raycompo.configuration.config import resolve
+    from raycompo.engine.memory import available_local
+
+    worst = (0.0, 0.0)
+    for algo in algos:
+        cfg = space.run_config(algo, space.grid(algo)[0], full=opts.full, data_dir=opts.data_dir)
+        worst = max(worst, trial_memory(resolve(cfg)))
+    return memory_bound(*worst, available if available is not None else available_local())
 
 
 def check_population_run(meta: dict[str, Any]) -> None:
