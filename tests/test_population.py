@@ -135,6 +135,27 @@ def test_rendezvous_answers_everyone_at_once_and_goes_on_without_who_left():
     assert out == {0: 10, 1: 20} and seen == [{0: 1, 1: 2}]
 
 
+def test_rendezvous_answers_in_one_thread_of_its_own():
+    """Every answer is computed in the rendezvous' thread, never a member's (one allocator
+    arena for the batched work: docs/benchmarks.md, "A population's memory")."""
+    where: list[str] = []
+    rv = Rendezvous(2, lambda reqs: (where.append(threading.current_thread().name), dict(reqs))[1], timeout=10)
+
+    def member(m: int) -> None:
+        for step in range(3):
+            assert rv.call(m, step) == step
+        rv.leave(m)
+
+    threads = [threading.Thread(target=member, args=(m,), name=f"member-{m}") for m in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert where == ["raycompo-rendezvous"] * 3
+    rv.answerer.join(5)
+    assert not rv.answerer.is_alive()  # it ends once every member has left
+
+
 def test_rendezvous_never_waits_forever():
     rv = Rendezvous(2, lambda reqs: dict(reqs), timeout=0.2)
     with pytest.raises(RendezvousTimeout, match=r"members \[1\]"):

@@ -1,5 +1,8 @@
-"""A rendezvous of P threads: each brings a request, the last to arrive answers them all at
-once (a population's trials meet here at every exchange: engine/population.py).
+"""A rendezvous of P threads: each brings a request, and once all have, one answer is computed
+for them all (a population's trials meet here at every exchange: engine/population.py). The
+answer runs in one thread of the rendezvous' own (`answerer`), not in whichever member came
+last: the batched work then allocates from one allocator arena (glibc keeps freed heap per
+arena, so P answering threads held up to P heaps: measured by `bench population --memory`).
 
 A thread that is done (its run ended, diverged or failed) `leave`s; those still waiting are
 then answered without it. Nothing waits forever: a wait longer than `timeout` seconds
@@ -13,14 +16,18 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+ANSWERER_WAKE_S = 60.0
+"""How often the answering thread wakes while no set of requests is complete."""
+
 
 class RendezvousTimeout(RuntimeError):
     """A member waited longer than the rendezvous' timeout for the others."""
 
 
 class Rendezvous:
-    """`answer({member: request}) -> {member: result or exception}` is called, in the thread
-    of the last member to arrive, with the requests of every member still taking part."""
+    """`answer({member: request}) -> {member: result or exception}` is called, in the
+    rendezvous' answering thread, with the requests of every member still taking part. The
+    thread starts with the first call and ends once every member has left or on `cancel`."""
 
     def __init__(self, members: int, answer: Callable[[dict[int, Any]], dict[int, Any]], timeout: float = 3600.0):
         self.answer = answer
@@ -30,6 +37,7 @@ class Rendezvous:
         self.results: dict[int, Any] = {}
         self.cancelled: BaseException | None = None
         self.cond = threading.Condition()
+        self.answerer: threading.Thread | None = None
 
     def call(self, member: int, request: Any) -> Any:
         """Member `member`'s answer to `request`, once every active member has brought one
@@ -38,7 +46,8 @@ class Rendezvous:
             if self.cancelled is not None:
                 raise self.cancelled
             self.pending[member] = request
-            self._answer_if_complete()
+            self._start_answerer()
+            self.cond.notify_all()
             if not self.cond.wait_for(lambda: member in self.results or self.cancelled is not None, self.timeout):
                 missing = sorted(self.active - set(self.pending))
                 self.pending.pop(member, None)  # its request is not answered later
@@ -57,7 +66,7 @@ class Rendezvous:
         with self.cond:
             self.active.discard(member)
             self.pending.pop(member, None)
-            self._answer_if_complete()
+            self.cond.notify_all()
 
     def cancel(self, exc: BaseException) -> None:
         """Every waiting member (and any that comes) raises `exc`."""
@@ -65,13 +74,27 @@ class Rendezvous:
             self.cancelled = exc
             self.cond.notify_all()
 
-    def _answer_if_complete(self) -> None:
-        if not self.pending or not self.active <= set(self.pending):
-            return
-        requests, self.pending = self.pending, {}
-        try:
-            results = self.answer(requests)
-        except BaseException as exc:  # every member of this round hears of it
-            results = {m: exc for m in requests}
-        self.results.update(results)
-        self.cond.notify_all()
+    def _start_answerer(self) -> None:
+        if self.answerer is None:
+            self.answerer = threading.Thread(target=self._answer_loop, name="raycompo-rendezvous", daemon=True)
+            self.answerer.start()
+
+    def _complete(self) -> bool:
+        return bool(self.pending) and self.active <= set(self.pending)
+
+    def _answer_loop(self) -> None:
+        """Answer each complete set of requests, until every member has left or a cancel."""
+        with self.cond:
+            while True:
+                if not self.cond.wait_for(lambda: self._complete() or not self.active or self.cancelled is not None,
+                                          ANSWERER_WAKE_S):
+                    continue  # members still computing (each of their waits has its own timeout)
+                if not self._complete():
+                    return  # every member left, or cancelled
+                requests, self.pending = self.pending, {}
+                try:
+                    results = self.answer(requests)
+                except BaseException as exc:  # every member of this round hears of it
+                    results = {m: exc for m in requests}
+                self.results.update(results)
+                self.cond.notify_all()

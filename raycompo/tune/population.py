@@ -132,7 +132,7 @@ def check_population(value: Any) -> int | str | None:
 AUTO_MEMORY_FRACTION = 0.5
 """The share of the memory available when a sweep starts that `auto`'s population may fill."""
 TRIAL_BYTES = 32 * 2**20
-"""One trial's own memory in a population besides its clients' states (measured: 4-13 MB per
+"""One trial's own memory in a population besides its clients' states (measured: 1-9 MB per
 added trial, `python -m raycompo.bench population --memory`; rounded up)."""
 
 
