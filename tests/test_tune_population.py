@@ -19,8 +19,10 @@ from raycompo.tune.population import (
     check_population,
     describe_populations,
     group_populations,
+    has_population_form,
     per_row_settings,
     population_key,
+    without_population_form,
 )
 from raycompo.tune.searchers import UniqueSearcher
 
@@ -116,8 +118,24 @@ def test_group_populations_of_the_dro_grid():
     assert [len(g) for g in groups] == [8] * 6
     assert all(len({p["tau"] for p in g}) == 1 for g in groups)
     assert describe_populations(groups, 8) == "populations: 6 of up to 8 trials (comfedl: 6)"
+    assert without_population_form(groups, META) == []  # ComFedL has its form
     with pytest.raises(ValueError):
         group_populations(points, 0, key=lambda p: 0)
+
+
+def test_the_sweep_says_which_algorithms_have_no_population_form():
+    """DRFL has no population form (its trials run in lockstep, each on its own): said once;
+    a population of one trial is not a population, so nothing to say about it."""
+    from raycompo.algorithms.drfl import DRFL
+    from raycompo.algorithms.fedavg import FedAvg
+
+    assert has_population_form(FedAvg) and not has_population_form(DRFL)
+    groups = [[{"algorithm": "drfl", "lr": 0.1}, {"algorithm": "drfl", "lr": 0.2}],
+              [{"algorithm": "fedavg", "lr": 0.1}, {"algorithm": "fedavg", "lr": 0.2}], [{"algorithm": "qfedavg"}]]
+    apart = without_population_form(groups, META)
+    assert apart == ["drfl"]
+    assert describe_populations(groups, 2, apart).endswith(
+        "; drfl has no population form: their trials ran side by side in one process, each computed on its own")
 
 
 def test_population_argument_is_checked():

@@ -105,15 +105,36 @@ def group_populations(
     return out
 
 
-def describe_populations(populations: Sequence[Sequence[Mapping[str, Any]]], size: int) -> str:
+def describe_populations(populations: Sequence[Sequence[Mapping[str, Any]]], size: int,
+                         apart: Sequence[str] = ()) -> str:
     """One line: 'populations: 4 of up to 8 trials (fedavg: 2, comfedl: 2)', the count of
-    populations per algorithm in the order they first appear."""
+    populations per algorithm in the order they first appear; then, for the algorithms
+    `apart` (`without_population_form`), that their trials were each computed on their own."""
     per_algo: dict[str, int] = {}
     for population in populations:
         algo = str(population[0].get("algorithm", "?")) if population else "?"
         per_algo[algo] = per_algo.get(algo, 0) + 1
     counts = ", ".join(f"{a}: {n}" for a, n in per_algo.items())
-    return f"populations: {len(populations)} of up to {size} trial{'s' if size != 1 else ''} ({counts or 'none'})"
+    line = f"populations: {len(populations)} of up to {size} trial{'s' if size != 1 else ''} ({counts or 'none'})"
+    if apart:
+        line += (f"; {', '.join(apart)} ha{'s' if len(apart) == 1 else 've'} no population form: "
+                 "their trials ran side by side in one process, each computed on its own")
+    return line
+
+
+def has_population_form(algo_cls: type[Algorithm]) -> bool:
+    """Whether an algorithm class declares phases a population runs as one computation (its
+    own `population_phases`: a subclass does not inherit them, engine/population.py)."""
+    return bool(algo_cls.__dict__.get("population_phases"))
+
+
+def without_population_form(populations: Sequence[Sequence[Mapping[str, Any]]], meta: Mapping[str, Any]) -> list[str]:
+    """The algorithms of populations of several trials that have no population form."""
+    from raycompo.configuration.plugins import load
+
+    path = meta.get("space", {}).get("path")
+    algos = dict.fromkeys(str(p[0]["algorithm"]) for p in populations if len(p) > 1)
+    return [a for a in algos if not has_population_form(load("algorithm", a, base_dir=_folder(path)))]
 
 
 def check_population(value: Any) -> int | str | None:

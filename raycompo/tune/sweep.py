@@ -52,6 +52,7 @@ from raycompo.tune.population import (
     population_key,
     populations_handed,
     trial_memory,
+    without_population_form,
 )
 from raycompo.tune.population_search import MEMBER, MEMBERS, PopulationSearcher
 from raycompo.tune.population_trial import run_population_trial
@@ -584,7 +585,8 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     if "population" in meta and not quiet:
         groups = (searcher.handed if isinstance(searcher, PopulationSearcher)
                   else populations_handed(searcher.handed, meta["population"], meta))
-        print(describe_populations(groups, meta["population"]), file=stream or sys.stderr, flush=True)
+        print(describe_populations(groups, meta["population"], without_population_form(groups, meta)),
+              file=stream or sys.stderr, flush=True)
     return grid.experiment_path, interrupted
 
 
