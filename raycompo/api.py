@@ -398,13 +398,13 @@ def _resume_seeds(folders: dict[int, Path], *, rounds, task, algo, checkpoint_ev
     members: dict[int, tuple[Any, str | None]] = {}
     for s, folder in folders.items():
         cfg = _resumed_config(folder, rounds, task, algo)
+        if cfg.seed != s:  # a finished run too: its result is returned as seed s's
+            raise ConfigError(f"raycompo.resume: {folder} holds the run of seed {cfg.seed}, not of seed {s}; "
+                              "nothing was resumed. Put each seed's run back in its folder seed-<s>")
         done = finished(folder, cfg.rounds, cfg.budget)
         if done is not None:  # completed, no more rounds asked for: its result
             results[s] = RunResult("completed", read_rows(folder, cfg.rounds), done, str(folder))
             continue
-        if cfg.seed != s:
-            raise ConfigError(f"raycompo.resume: {folder} holds the run of seed {cfg.seed}, not of seed {s}; "
-                              "nothing was resumed. Put each seed's run back in its folder seed-<s>")
         # this seed's own checkpoint (a ConfigError names what differs), before any seed runs
         checkpoint.resume_point(folder, checkpoint.fingerprint(resolve(cfg.canonical())), cfg.rounds)
         members[s] = (cfg, str(folder))

@@ -113,6 +113,36 @@ class StopAt:
         return key == self.key
 
 
+def test_a_member_diverging_at_a_rung_does_not_hold_the_members_before_it():
+    """Member 1 diverges in the round of rung t = 2: its row comes without an evaluation
+    exchange, and it waits for member 0's turn, who needs that exchange answered. Standing
+    aside at the rendezvous while it waits, it holds nobody: both end at once (before the
+    fix, both waited for the timeout and member 0 failed)."""
+    from raycompo.engine.population import Population
+
+    cfgs = [dataclasses.replace(config("fedavg", lr=lr), rounds=4) for lr in (0.02, 1e38)]
+    rungs = Rungs(max_t=5, grace_period=2, reduction_factor=3)
+    population = Population(2, timeout=20)
+    turns = RungTurns(2, timeout=20, rendezvous=population.rendezvous)
+
+    def member(i, cfg):
+        stop = MemberStop(rungs, f"m{i}", "val_loss", "min", lambda out: None, turns, i)
+        reporter = TuneReporter("val_loss", "min", cfg.rounds, report=stop.report)
+
+        def go(seat):
+            try:
+                return runner.run(cfg, hosts=seat, observers=[reporter, stop])
+            finally:
+                turns.leave(i)
+        return go
+
+    t0 = time.monotonic()
+    results, _ = run_population([member(i, c) for i, c in enumerate(cfgs)], population=population)
+    assert [getattr(r, "status", r) for r in results] == ["completed", "diverged"]
+    assert time.monotonic() - t0 < 15  # no timeout waited out
+    assert_same_rows(runner.run(cfgs[0]), results[0])
+
+
 def test_a_stopped_members_rows_end_at_its_rung_and_leave_the_populations_chunks(monkeypatch):
     rounds = 4
     cfgs = [dataclasses.replace(config("fedavg", lr=lr), rounds=rounds) for lr in (0.02, 0.05, 0.1)]

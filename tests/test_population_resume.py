@@ -86,6 +86,16 @@ def test_a_population_member_never_takes_another_members_checkpoint(tmp_path):
         raycompo.resume(tmp_path)
 
 
+def test_a_finished_population_whose_seed_folders_were_swapped_is_refused(tmp_path):
+    """A finished seed's result is returned only from its own folder (not seed 1's run as seed 0's)."""
+    raycompo.run("synthetic", "fedavg", seeds=[0, 1], out=tmp_path, **KW)
+    (tmp_path / "seed-0").rename(tmp_path / "swap")
+    (tmp_path / "seed-1").rename(tmp_path / "seed-0")
+    (tmp_path / "swap").rename(tmp_path / "seed-1")
+    with pytest.raises(ConfigError, match="holds the run of seed 1, not of seed 0"):
+        raycompo.resume(tmp_path)
+
+
 def config(aggregation: str, seed: int = 0, **settings) -> RunConfig:
     return RunConfig(task="synthetic", algo="fedavg", rounds=4, seed=seed, backend="inline", vectorize="on",
                      eval_clients=6, settings={**SMALL, **settings}, system="mobile", aggregation=aggregation)

@@ -5,7 +5,8 @@ last: the batched work then allocates from one allocator arena (glibc keeps free
 arena, so P answering threads held up to P heaps: measured by `bench population --memory`).
 
 A thread that is done (its run ended, diverged or failed) `leave`s; those still waiting are
-then answered without it. Nothing waits forever: a wait longer than `timeout` seconds
+then answered without it. A thread that waits elsewhere for a while `step_aside`s and
+`step_back`s (the same, for a while). Nothing waits forever: a wait longer than `timeout` seconds
 raises `RendezvousTimeout`, naming who never came; `cancel` wakes every waiting thread
 with the given exception (an interrupted population).
 """
@@ -38,6 +39,7 @@ class Rendezvous:
         self.cancelled: BaseException | None = None
         self.cond = threading.Condition()
         self.answerer: threading.Thread | None = None
+        self.aside: set[int] = set()
 
     def call(self, member: int, request: Any) -> Any:
         """Member `member`'s answer to `request`, once every active member has brought one
@@ -68,6 +70,22 @@ class Rendezvous:
             self.pending.pop(member, None)
             self.cond.notify_all()
 
+    def step_aside(self, member: int) -> None:
+        """Member `member` waits elsewhere for a while (tune/member_asha.py: its turn at a
+        rung): the others are answered without it until it `step_back`s."""
+        with self.cond:
+            if member in self.active:
+                self.active.discard(member)
+                self.aside.add(member)
+                self.cond.notify_all()
+
+    def step_back(self, member: int) -> None:
+        """Member `member`, aside, takes part again from its next call."""
+        with self.cond:
+            if member in self.aside:
+                self.aside.discard(member)
+                self.active.add(member)
+
     def cancel(self, exc: BaseException) -> None:
         """Every waiting member (and any that comes) raises `exc`."""
         with self.cond:
@@ -86,7 +104,8 @@ class Rendezvous:
         """Answer each complete set of requests, until every member has left or a cancel."""
         with self.cond:
             while True:
-                if not self.cond.wait_for(lambda: self._complete() or not self.active or self.cancelled is not None,
+                if not self.cond.wait_for(lambda: self._complete() or not (self.active or self.aside)
+                                          or self.cancelled is not None,
                                           ANSWERER_WAKE_S):
                     continue  # members still computing (each of their waits has its own timeout)
                 if not self._complete():

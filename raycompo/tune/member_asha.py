@@ -24,7 +24,8 @@ population's rendezvous, and the others' chunks no longer hold its rows.
 As with Tune's ASHA the order in which members reach a rung decides: the first ones at a
 rung are never stopped there. A population's members reach a rung in the same round; their
 `RungTurns` makes them ask in member order (member i asks once every running member before
-it has asked at that rung), so which of them stop does not depend on their threads' timing.
+it has asked at that rung, standing aside at the population's rendezvous meanwhile), so which
+of them stop does not depend on their threads' timing.
 """
 
 from __future__ import annotations
@@ -165,29 +166,44 @@ class RemoteRungs:
 
 class RungTurns:
     """The members of one population asking at a rung in member order: `wait(i, t)` returns
-    once every member j < i has asked at t (`asked`) or ended (`leave`). Members run in
-    lockstep (each exchange waits for all of them), so a member before i reaches the row of
-    rung t without waiting for i."""
+    once every member j < i has asked at t (`asked`) or ended (`leave`). While it waits, member
+    i steps aside at the population's `rendezvous` (engine/rendezvous.py): a member before it
+    may need exchanges of its own before its row of rung t (an evaluation that i, diverged,
+    skips; an extra exchange), and they are answered without i. A cancelled rendezvous ends
+    the wait with its exception."""
 
-    def __init__(self, size: int, timeout: float = TURN_TIMEOUT_S):
+    def __init__(self, size: int, timeout: float = TURN_TIMEOUT_S, rendezvous: Any = None):
         self.reached = [0] * size
         self.ended = [False] * size
         self.timeout = timeout
+        self.rendezvous = rendezvous
         self.cond = threading.Condition()
 
     def _ready(self, i: int, t: int) -> bool:
         return all(self.ended[j] or self.reached[j] >= t for j in range(i))
 
     def wait(self, i: int, t: int) -> None:
+        if self.rendezvous is not None:
+            self.rendezvous.step_aside(i)
+        try:
+            self._wait(i, t)
+        finally:
+            if self.rendezvous is not None:
+                self.rendezvous.step_back(i)
+
+    def _wait(self, i: int, t: int) -> None:
         deadline = time.monotonic() + self.timeout
         with self.cond:
             while not self._ready(i, t):
+                cancelled = getattr(self.rendezvous, "cancelled", None)
+                if cancelled is not None:
+                    raise cancelled
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = [j for j in range(i) if not self.ended[j] and self.reached[j] < t]
                     raise RuntimeError(f"--scheduler asha: member {i} waited {self.timeout:.0f} s at rung t={t} "
                                        f"for member(s) {missing} of its population, which never reached it")
-                self.cond.wait(min(left, 1.0))
+                self.cond.wait(min(left, 0.2))
 
     def asked(self, i: int, t: int) -> None:
         with self.cond:

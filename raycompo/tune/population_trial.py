@@ -35,7 +35,8 @@ def run_population_trial(config: dict[str, Any], spec: TrialSpec, rungs: str | N
     rows: queue.Queue = queue.Queue()
     asha = RemoteRungs(rungs) if rungs else None
     trial = tune.get_context().get_trial_id() if asha else None
-    turns = RungTurns(len(cfgs))  # members ask at a rung in member order
+    population = Population(len(cfgs))
+    turns = RungTurns(len(cfgs), rendezvous=population.rendezvous)  # members ask at a rung in member order
 
     def member(i: int, cfg: Any) -> Any:
         stop = MemberStop(asha, f"{trial}/{i}", spec.metric, spec.mode, rows.put, turns, i) if asha else None
@@ -52,7 +53,6 @@ def run_population_trial(config: dict[str, Any], spec: TrialSpec, rungs: str | N
                 turns.leave(i)
         return go
 
-    population = Population(len(cfgs))
     done: dict[str, Any] = {}
     runner = threading.Thread(target=lambda: done.update(out=run_population(
         [member(i, c) for i, c in enumerate(cfgs)], population=population)), name="raycompo-population", daemon=True)
