@@ -82,7 +82,7 @@ BENCH_CAPS: dict[str, dict[str, int]] = {
     "state_store": {},
     "per_client": {},
     "plugin": {},
-    "population": {"--rounds": 2, "--clients": 24, "--m": 8},
+    "population": {"--rounds": 2, "--clients": 24, "--m": 8, "--seeds": 1},
 }
 
 #: benchmarks that start Ray themselves or spawn fresh processes per measurement: minutes
