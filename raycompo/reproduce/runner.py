@@ -367,12 +367,11 @@ def _run_todo(todo, workers, address, report, results, tracking, population=Fals
 
     from raycompo.engine.ray_start import ensure_ray
 
-    started = False
-    if not ray.is_initialized():
-        # --address: joined within RAYCOMPO_CONNECT_TIMEOUT; none: a private local Ray
-        # (never a cluster `ray start` left on the machine), on loopback only.
-        ensure_ray(address, include_dashboard=False, num_cpus=None if address else workers, quiet=True)
-        started = True
+    started = not ray.is_initialized()
+    # --address: joined within RAYCOMPO_CONNECT_TIMEOUT; none: a private local Ray (never a
+    # cluster `ray start` left on the machine), on loopback only. With Ray already up (a
+    # notebook's ray.init()) it only has Ray's pickler ship the user's classes by value.
+    ensure_ray(address, include_dashboard=False, num_cpus=None if address else workers, quiet=True)
     pending: list = []
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(execute_population if population else execute)
