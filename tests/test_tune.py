@@ -184,6 +184,9 @@ def test_diverging_trial_is_recorded_and_sweep_goes_on_ray_backend(tmp_path, ray
     said = capsys.readouterr()
     (line,) = [s for s in (said.out + said.err).splitlines() if "lr=1000000.0" in s and "] comfedl" in s]
     assert "val_acc_worst - (diverged at round " in line and "(best" not in line, line
+    # the default population is off with --backend ray, and the sweep says so once
+    assert (said.out + said.err).count("populations: off (--backend ray runs each trial on host actors") == 1
+    assert json.loads((out / "sweep.json").read_text())["population"] == 1
 
     def alive():  # Tune kills the trial actors asynchronously: their hosts end a moment later
         return [a for a in ray_session.util.list_named_actors(all_namespaces=True) if a["name"].startswith("clients-")]

@@ -305,13 +305,16 @@ def test_python_refuses_a_bad_population(value, tmp_path):
         raycompo.tune("dro", population=value, out=tmp_path / "s")
 
 
-def test_population_is_recorded_only_when_given(tmp_path, monkeypatch):
+def test_population_is_auto_by_default_and_recorded_as_asked_and_resolved(tmp_path, monkeypatch):
     from raycompo.tune.sweep import SweepOptions, prepare
 
     monkeypatch.setattr("raycompo.engine.memory.available_local", lambda: 2.0**40)  # auto: not memory-bound here
 
     _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "a")))
-    assert "population" not in meta and "population" not in meta["options"]  # sweep.json as before
+    assert meta["population_asked"] == "default" and meta["population"] == 4  # 'auto': the 4 samples per algorithm
+    assert "population_off" not in meta and "population" not in meta["options"]
+    _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "one"), population=1))
+    assert meta["population_asked"] == 1 and meta["population"] == 1 and "population_off" not in meta
     _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "b"), population="auto"))
     assert (
         meta["population_asked"] == "auto" and meta["population"] == 4
@@ -322,6 +325,23 @@ def test_population_is_recorded_only_when_given(tmp_path, monkeypatch):
     assert meta["population"] == 32  # local-scgdm's grid of 192 points, capped
     _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "d"), population=3))
     assert meta["population_asked"] == 3 and meta["population"] == 3
+
+
+def test_the_default_turns_populations_off_where_they_cannot_run_and_says_why(tmp_path):
+    """--backend ray (a population runs in one process) and a tracker (one tracker run per
+    Tune trial): the default falls back to one trial at a time and records why; the same
+    options with an explicit --population P > 1 are refused, naming both."""
+    from raycompo.tune.sweep import SweepOptions, prepare
+
+    _, meta, _ = prepare(SweepOptions(space="sinusoid", backend="ray", out=str(tmp_path / "a")))
+    assert meta["population"] == 1 and "--backend ray" in meta["population_off"]
+    _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "b")), trackers=["mlflow"])
+    assert meta["population"] == 1 and "--tracker mlflow" in meta["population_off"]
+    with pytest.raises(ConfigError, match="--population 3 .*--tracker mlflow"):
+        prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "c"), population=3), trackers=["mlflow"])
+    with pytest.raises(ConfigError, match="--population 3 .*--backend inline"):
+        prepare(SweepOptions(space="sinusoid", backend="ray", out=str(tmp_path / "d"), population=3))
+    assert not any((tmp_path / n).exists() for n in "abcd")  # prepare writes nothing
 
 
 @pytest.mark.slow
@@ -544,3 +564,31 @@ def test_the_sweeps_auto_population_fits_a_small_machine(monkeypatch, tmp_path):
         _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / name), population="auto"))
         sizes.append(meta["population"])
     assert sizes == [4, 1]
+
+
+def test_auto_weighs_every_structure_not_only_the_first_point(monkeypatch, tmp_path):
+    """A space sweeping the cohort size (structural) and lr (per row): auto's bound is set by
+    the larger cohort, wherever it stands in the grid, and weighs each structure once."""
+    from raycompo.algorithms.fedavg import FedAvg
+    from raycompo.tune import sweep
+    from raycompo.tune.population import structure_points
+    from raycompo.tune.sweep import SweepOptions, prepare
+
+    spec = {"lr": [0.1, 0.2, 0.3], "clients_per_round": [4, 16], "tau": [2]}
+    assert structure_points(spec, FedAvg) == [{"lr": 0.1, "clients_per_round": m, "tau": 2} for m in (4, 16)]
+    space = tmp_path / "m.yaml"
+    space.write_text("task: synthetic\nrounds: 2\nsettings: {n_clients: 24}\nalgorithms:\n"
+                     "  fedavg: {lr: [0.1, 0.2, 0.3], clients_per_round: [4, 16]}\n")
+    gb = 2**30
+    weighed = []
+
+    def trial_memory(resolved):  # 1 GB a trial per client of the cohort: the larger cohort needs more
+        m = resolved.config.settings["clients_per_round"]
+        weighed.append(m)
+        return m * 1.0 * gb, 1.0 * gb
+
+    monkeypatch.setattr(sweep, "trial_memory", trial_memory)
+    monkeypatch.setattr("raycompo.engine.memory.available_local", lambda: 130.0 * gb)
+    _, meta, _ = prepare(SweepOptions(space=str(space), search="grid", out=str(tmp_path / "s"), population="auto"))
+    assert sorted(weighed) == [4, 16]  # each structure once, lr not
+    assert meta["population"] == 4  # (0.5 * 130 - 1) // 16; the first point alone (m = 4) would give 6

@@ -45,6 +45,8 @@ import torch
 
 from raycompo.algorithms.base import ClientContext, State
 from raycompo.algorithms.chunk_state import ChunkState
+from raycompo.algorithms.size_groups import size_groups
+from raycompo.problems.oracle import add_rows, uncounted
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.settings import row_scalar
 from raycompo.tasks.base import ClientData, count_draws
@@ -578,6 +580,39 @@ class CohortBatch:
         if self._step_bytes(None) > max(self.gather_bytes, GATHER_BYTES):
             return None
         return self.batch(0, None, stream)
+
+    def whole_losses(self, w: torch.Tensor, stream: int) -> torch.Tensor | None:
+        """(k,): each client's mean loss of its row of w on its whole training data, as
+        `losses(w, whole(stream))`, its reads and oracle calls counted so (n_i each). Where the
+        chunk padded to its largest client does not fit, the clients are read in groups of
+        similar sizes that each fit (`size_groups`): a few operations per group, none per
+        client. None where the clients are in no common slab (read them one by one then)."""
+        whole = self.whole(stream)
+        if whole is not None:
+            return self.losses(w, whole)
+        if self.slab is None:
+            return None
+        slab, offsets = self.slab
+        x, y = slab.x, slab.y
+        sizes = np.array(self.sizes, dtype=np.int64)
+        row_bytes = x[0].numel() * x.element_size() + y.element_size()
+        out = w.new_empty(self.k)
+        self._count(0, None, stream, list(self.sizes))
+        with uncounted():  # counted below, n_i on each row, as one read of the whole data
+            for rows in size_groups(sizes, row_bytes, max(self.gather_bytes, GATHER_BYTES)):
+                n = sizes[rows]
+                width = int(n.max())
+                col = np.arange(width, dtype=np.int64)
+                index = torch.from_numpy(np.where(col < n[:, None], offsets[rows][:, None] + col, PAD).reshape(-1))
+                index = index.to(x.device)
+                count = torch.from_numpy(n).to(device=self.device, dtype=x.dtype if x.is_floating_point() else torch.float32)
+                mask = (torch.arange(width, device=self.device).unsqueeze(0) < count.unsqueeze(1)).to(count.dtype)
+                batch = Batch(x.index_select(0, index).view(len(rows), width, *x.shape[1:]),
+                              y.index_select(0, index).view(len(rows), width), mask, count, rows=n.tolist())
+                at = torch.from_numpy(rows).to(w.device)
+                out[at] = self.task.batched_losses(w.index_select(0, at), batch)
+        add_rows(self.sizes)
+        return out
 
     def sample_index(self, batch: Batch) -> torch.Tensor:
         """(k, B) int64 on the CPU: row i, column j is the index in client i's own data of its

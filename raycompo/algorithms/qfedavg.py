@@ -77,9 +77,10 @@ class QFedAvg(Algorithm):
         """client_local for a chunk of clients at once (algorithms/cohort.py)."""
         w0 = cb.broadcast(payload["w"])  # a population's: each row's trial's; lr, q: (k,) there
         with torch.no_grad():  # F_k(w) on each client's whole training data
-            whole = cb.whole(WHOLE_STREAM)  # the chunk's at once where it fits, else one forward each
-            loss = (cb.losses(w0, whole) if whole is not None else
-                    torch.stack([self.full_loss(i, w0[i], d) for i, d in enumerate(cb.data)])).clamp_min(1e-10)
+            loss = cb.whole_losses(w0, WHOLE_STREAM)  # the chunk's at once, or in groups of similar sizes
+            if loss is None:  # no common slab: one forward each
+                loss = torch.stack([self.full_loss(i, w0[i], d) for i, d in enumerate(cb.data)])
+            loss = loss.clamp_min(1e-10)
         w = cb.local_sgd(w0, self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
         L, q = 1.0 / self.s.lr, self.s.q
         dw = row_scalar(L, w) * (w0 - w)

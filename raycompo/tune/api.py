@@ -123,7 +123,9 @@ def tune(
         quiet=False, the sweep prints how its trials group; each Tune trial runs a population
         as one computation (raycompo/engine/population.py: each trial's rows as alone;
         backend 'inline'; scheduler 'asha' stops members one by one, tune/member_asha.py).
-        None: one trial at a time, as before.
+        None (default): 'auto', or 1 where populations cannot run (backend 'ray', a tracker;
+        `population.default_population`), as sweep.json's `population_off` says. 1: one trial
+        at a time, as before populations.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
     from raycompo.tune.results import SweepStore
     from raycompo.tune.space import space_from_dict
@@ -145,7 +147,7 @@ def tune(
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  # checked by resolve
         population=population,
     )
-    space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed)
+    space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed, trackers=trackers)
     ensure_ray(address, num_cpus)
     if address is None:
         check_resources(space_obj, meta)

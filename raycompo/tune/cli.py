@@ -49,7 +49,9 @@ def add_population(p: argparse.ArgumentParser) -> None:
                         "or 'auto'; each Tune trial runs up to P of them as one population (one batched "
                         "computation, each trial's rows as alone; --backend inline; --scheduler asha stops members one "
                         "by one), Optuna is asked "
-                        "P configurations at a time. Default: one trial at a time, as before")
+                        "P configurations at a time. Default: auto (as many as the grid or --samples, bounded by memory); "
+                        "1 where populations cannot run (--backend ray, --tracker), as the sweep says. 1: one trial "
+                        "at a time, as before populations")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         opts.settings = parse_sets(args.sets)
         opts.system, opts.budget = args.system, parse_budget(args.budget) or None
         trackers = check_trackers(args.tracker)
-        space, meta, store = prepare(opts, resume=args.resume)
+        space, meta, store = prepare(opts, resume=args.resume, trackers=trackers)
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -20,6 +20,7 @@ of its type is declared in CONTROL_FLOW_FLOATS, by the Settings class that decla
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -76,6 +77,16 @@ def population_key(config: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[
         meta.get("space", {}).get("eval_every"),
         structure,
     )
+
+
+def structure_points(spec: Mapping[str, Sequence[Any]], algo_cls: type[Algorithm]) -> list[dict[str, Any]]:
+    """One point of a space's algorithm `spec` (key -> its list of values) per structure: the
+    product of its structural lists (`per_row_settings` of `algo_cls` left out), each per-row
+    setting at its first value. What `--population auto`'s memory bound weighs."""
+    per_row = per_row_settings(algo_cls)
+    keys = list(spec)
+    lists = [list(spec[k])[:1] if k in per_row else list(spec[k]) for k in keys]
+    return [dict(zip(keys, values)) for values in itertools.product(*lists)]
 
 
 def _folder(path: str | None) -> str | None:
@@ -138,8 +149,8 @@ def without_population_form(populations: Sequence[Sequence[Mapping[str, Any]]], 
 
 
 def check_population(value: Any) -> int | str | None:
-    """`--population` / `population=` as given: None (not given: 1 trial per population, as
-    before populations), 'auto', or an integer >= 1 (a digit string is read as one).
+    """`--population` / `population=` as given: None (not given: `default_population`),
+    'auto', or an integer >= 1 (a digit string is read as one).
     Raises ConfigError otherwise."""
     if value is None or value == "auto":
         return value
@@ -148,6 +159,23 @@ def check_population(value: Any) -> int | str | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"--population must be an integer >= 1 or 'auto', got {value!r}")
     return value
+
+
+def default_population(given: int | str | None, uses_ray: bool, trackers: Sequence[str] = ()
+                       ) -> tuple[int | str, str | None]:
+    """The population a sweep runs with, and why populations are off where they are: `given`
+    (`check_population`) when the user gave one, else 'auto', except where a population cannot
+    run, which gets 1 (each trial on its own, as before populations) and the reason:
+    `uses_ray` (a population runs in one process) or `trackers` (Ray Tune's tracker callbacks
+    log one run per Tune trial, which would mix a population's members)."""
+    if given is not None:
+        return given, None
+    if uses_ray:
+        return 1, "--backend ray runs each trial on host actors of its own; populations need --backend inline"
+    if trackers:
+        return 1, (f"--tracker {' '.join(trackers)} logs one run per Tune trial, which would mix a "
+                   "population's members; each trial ran on its own")
+    return "auto", None
 
 
 AUTO_MEMORY_FRACTION = 0.5

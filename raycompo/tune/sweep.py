@@ -34,7 +34,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,10 +47,12 @@ from raycompo.tune.member_asha import asha_settings, start_rungs, stop_rungs
 from raycompo.tune.population import (
     auto_population,
     check_population,
+    default_population,
     describe_populations,
     memory_bound,
     population_key,
     populations_handed,
+    structure_points,
     trial_memory,
     without_population_form,
 )
@@ -110,8 +112,9 @@ class SweepOptions:
     population: int | str | None = None
     """`--population P`: trials per population (tune/population.py), an integer >= 1 or 'auto';
     each Tune trial runs a population of up to P trials as one computation, and Optuna is asked
-    P configurations at a time. None (default): one at a time, as before populations, and
-    sweep.json unchanged."""
+    P configurations at a time. 1: one trial at a time, as before populations. None (default):
+    'auto', or 1 where populations cannot run (--backend ray, --tracker;
+    `population.default_population`)."""
 
 
 @dataclass
@@ -136,10 +139,11 @@ def trial_id(meta: dict[str, Any], algo: str, point: dict[str, Any]) -> str:
     return f"{algo}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
-def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None = None
-            ) -> tuple[Space, dict[str, Any], SweepStore]:
+def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None = None,
+            trackers: Sequence[str] = ()) -> tuple[Space, dict[str, Any], SweepStore]:
     """Load and check everything (no trial starts): the space (`opts.space`, or `space`
-    given as an object), its settings, the metric, the result folder. Raises ConfigError
+    given as an object), its settings, the metric, the result folder, the population
+    (`default_population`: `trackers`, the sweep's --tracker, turn it off). Raises ConfigError
     / DataUnavailableError."""
     if resume:
         return _prepare_resume(resume)
@@ -147,14 +151,14 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         raise ConfigError(f"unknown --search {opts.search!r}; choose one of: {', '.join(SEARCHES)}")
     if opts.scheduler not in SCHEDULERS:
         raise ConfigError(f"unknown --scheduler {opts.scheduler!r}; choose one of: {', '.join(SCHEDULERS)}")
-    get_backend(opts.backend)  # a ConfigError naming the backends
+    backend = get_backend(opts.backend)  # a ConfigError naming the backends
     if opts.samples is not None and opts.samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {opts.samples}")
     if opts.rounds is not None and opts.rounds < 1:
         raise ConfigError(f"--rounds must be >= 1, got {opts.rounds}")
     if opts.max_concurrent is not None and opts.max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be >= 1, got {opts.max_concurrent}")
-    population = check_population(opts.population)
+    population, off = default_population(check_population(opts.population), backend.uses_ray, trackers)
     space = space if space is not None else load_space(opts.space)
     for key in opts.settings:
         swept = [a for a in space.algorithms if key in space.algorithms[a]]
@@ -183,7 +187,7 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
     if store.exists() or store.trials_path.exists():
         raise ConfigError(f"{out} already holds a sweep; continue it with --resume {out}, or choose another --out")
     o = asdict(opts)
-    del o["population"]  # recorded below only when given: sweep.json as before populations otherwise
+    del o["population"]  # recorded below as asked and as resolved
     meta: dict[str, Any] = {
         "space": space.to_dict(), "options": o, "algorithms": algos, "metric": metric, "mode": mode,
         "task": space.full_task if opts.full else space.task, "rounds": opts.rounds or space.rounds,
@@ -192,12 +196,13 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         "rank_at": opts.rank_at,
     }
     meta["space"]["name"] = space.name
-    if population is not None:  # the grid's points or the Optuna samples of each algorithm: 'auto'
-        runs = {a: space.grid_size(a) if opts.search == "grid" else min(meta["samples"], space.grid_size(a))
-                for a in algos}
-        meta["population_asked"] = population
-        meta["population"] = population if population != "auto" else auto_population(runs, memory=auto_memory(space, algos, opts))
-        check_population_run(meta)
+    runs = {a: space.grid_size(a) if opts.search == "grid" else min(meta["samples"], space.grid_size(a))
+            for a in algos}  # the grid's points or the Optuna samples of each algorithm: 'auto'
+    meta["population_asked"] = "default" if opts.population is None else population
+    meta["population"] = population if population != "auto" else auto_population(runs, memory=auto_memory(space, algos, opts))
+    if off:
+        meta["population_off"] = off
+    check_population_run(meta, trackers)
     return space, meta, store
 
 
@@ -222,26 +227,37 @@ RESUME_OPTIONS = ("search", "scheduler", "backend", "hosts_per_trial", "driver_c
 
 def auto_memory(space: Space, algos: list[str], opts: Any, available: float | None = None) -> int:
     """The largest population of this sweep's trials that fits the memory `available` (default:
-    this machine's): `memory_bound` of the largest `trial_memory` of each algorithm's first point."""
+    this machine's): `memory_bound` of the largest per-trial and shared `trial_memory` over
+    every structure of every algorithm (`structure_points`: a tau or a batch size swept is
+    weighed at each of its values; step sizes do not change the memory)."""
     from raycompo.configuration.config import resolve
+    from raycompo.configuration.plugins import load
     from raycompo.engine.memory import available_local
 
-    worst = (0.0, 0.0)
+    per_trial, shared = 0.0, 0.0
+    base = str(Path(space.path).parent) if space.path else None
     for algo in algos:
-        cfg = space.run_config(algo, space.grid(algo)[0], full=opts.full, data_dir=opts.data_dir)
-        worst = max(worst, trial_memory(resolve(cfg)))
-    return memory_bound(*worst, available if available is not None else available_local())
+        for point in structure_points(space.algorithms[algo], load("algorithm", algo, base_dir=base)):
+            cfg = space.run_config(algo, point, full=opts.full, data_dir=opts.data_dir)
+            trial, common = trial_memory(resolve(cfg))
+            per_trial, shared = max(per_trial, trial), max(shared, common)
+    return memory_bound(per_trial, shared, available if available is not None else available_local())
 
 
-def check_population_run(meta: dict[str, Any]) -> None:
+def check_population_run(meta: dict[str, Any], trackers: Sequence[str] = ()) -> None:
     """A sweep whose trials run as populations (P > 1): they run in one process, so inline
-    only. (`--scheduler asha` stops members one by one: tune/member_asha.py.)"""
+    only, and without trackers (which log one run per Tune trial). (`--scheduler asha` stops
+    members one by one: tune/member_asha.py.)"""
     if meta.get("population", 1) <= 1:
         return
     opts = meta["options"]
     if get_backend(opts["backend"]).uses_ray:
         raise ConfigError(f"--population {meta['population']} runs each population's trials in one process: it needs "
                           f"--backend inline, not {opts['backend']!r} (or --population 1)")
+    if trackers:
+        raise ConfigError(f"--population {meta['population']} runs several trials in one Tune trial, and --tracker "
+                          f"{' '.join(trackers)} logs one run per Tune trial: leave out --population (each trial on "
+                          "its own then) or --tracker")
 
 
 def member_asha(meta: dict[str, Any]) -> bool:
@@ -582,7 +598,9 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
         if progress is not None:
             progress.close()
     interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
-    if "population" in meta and not quiet:
+    if meta.get("population_off") and not quiet:
+        print(f"populations: off ({meta['population_off']})", file=stream or sys.stderr, flush=True)
+    elif "population" in meta and not quiet:
         groups = (searcher.handed if isinstance(searcher, PopulationSearcher)
                   else populations_handed(searcher.handed, meta["population"], meta))
         print(describe_populations(groups, meta["population"], without_population_form(groups, meta)),
