@@ -310,15 +310,16 @@ def test_population_is_auto_by_default_and_recorded_as_asked_and_resolved(tmp_pa
 
     monkeypatch.setattr("raycompo.engine.memory.available_local", lambda: 2.0**40)  # auto: not memory-bound here
 
-    _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "a")))
-    assert meta["population_asked"] == "default" and meta["population"] == 4  # 'auto': the 4 samples per algorithm
+    _, meta, _ = prepare(SweepOptions(space="sinusoid", search="grid", out=str(tmp_path / "a")))
+    assert meta["population_asked"] == "default" and meta["population"] == 32  # 'auto': 192 points, capped
     assert "population_off" not in meta and "population" not in meta["options"]
     _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "one"), population=1))
     assert meta["population_asked"] == 1 and meta["population"] == 1 and "population_off" not in meta
-    _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "b"), population="auto"))
+    _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "b"), population="auto", samples=8,
+                                      algorithms=["local-scgd"]))
     assert (
-        meta["population_asked"] == "auto" and meta["population"] == 4
-    )  # the space's 4 samples per algorithm
+        meta["population_asked"] == "auto" and meta["population"] == 8
+    )  # the 8 samples asked, all of one structure (p = 5)
     _, meta, _ = prepare(
         SweepOptions(space="sinusoid", search="grid", out=str(tmp_path / "c"), population="auto")
     )
@@ -539,6 +540,25 @@ def test_a_grid_sweep_of_populations_stopped_part_way_resumes_to_the_trials_of_a
     assert np.allclose(resumed[cols].to_numpy(float), whole[cols].to_numpy(float), rtol=1e-5, atol=1e-7)
 
 
+def test_auto_leaves_populations_off_where_they_would_be_small(tmp_path):
+    """The README's quick start (8 Optuna samples per algorithm over 3 values of tau: about
+    2.7 trials a population) runs one trial at a time and says why; its grid does not."""
+    from raycompo.tune.population import AUTO_MIN_MEMBERS, too_few_members
+    from raycompo.tune.sweep import SweepOptions, prepare
+
+    one = [{"tau": 1}]
+    three = [{"tau": t} for t in (1, 5, 10)]
+    assert too_few_members({"fedavg": 8}, {"fedavg": one}) is None  # 8 trials, 1 structure
+    assert too_few_members({"fedavg": 12}, {"fedavg": three}) is None  # 4 a population: enough
+    why = too_few_members({"fedavg": 8, "comfedl": 3}, {"fedavg": three, "comfedl": one})
+    assert why is not None and "about 2.8 trials a population, 11 trials over 4 structures (the structural tau" in why
+    assert AUTO_MIN_MEMBERS == 4
+    _, meta, _ = prepare(SweepOptions(space="dro", out=str(tmp_path / "q")))
+    assert meta["population"] == 1 and meta["population_off"].startswith("auto: about 2.7 trials a population")
+    _, meta, _ = prepare(SweepOptions(space="dro", search="grid", out=str(tmp_path / "g")))
+    assert meta["population"] > 1 and "population_off" not in meta
+
+
 def test_auto_is_bounded_by_the_memory_available():
     """shared + P * per_trial <= fraction * available, with a made-up memory figure."""
     from raycompo.tune.population import AUTO_MEMORY_FRACTION, memory_bound
@@ -551,8 +571,8 @@ def test_auto_is_bounded_by_the_memory_available():
 
 
 def test_the_sweeps_auto_population_fits_a_small_machine(monkeypatch, tmp_path):
-    """A made-up trial of 1 GB beside 1 GB shared: half of 12 GB available holds 5 (the 4 samples
-    asked), half of 4 GB holds 1."""
+    """A made-up trial of 1 GB beside 1 GB shared: half of 12 GB available holds 5 (of the grid's
+    192 points), half of 4 GB holds 1."""
     from raycompo.tune import sweep
     from raycompo.tune.sweep import SweepOptions, prepare
 
@@ -561,9 +581,9 @@ def test_the_sweeps_auto_population_fits_a_small_machine(monkeypatch, tmp_path):
     sizes = []
     for name, available in (("a", 12 * gb), ("b", 4 * gb)):
         monkeypatch.setattr("raycompo.engine.memory.available_local", lambda a=available: float(a))
-        _, meta, _ = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / name), population="auto"))
+        _, meta, _ = prepare(SweepOptions(space="sinusoid", search="grid", out=str(tmp_path / name), population="auto"))
         sizes.append(meta["population"])
-    assert sizes == [4, 1]
+    assert sizes == [5, 1]
 
 
 def test_auto_weighs_every_structure_not_only_the_first_point(monkeypatch, tmp_path):
@@ -578,7 +598,7 @@ def test_auto_weighs_every_structure_not_only_the_first_point(monkeypatch, tmp_p
     assert structure_points(spec, FedAvg) == [{"lr": 0.1, "clients_per_round": m, "tau": 2} for m in (4, 16)]
     space = tmp_path / "m.yaml"
     space.write_text("task: synthetic\nrounds: 2\nsettings: {n_clients: 24}\nalgorithms:\n"
-                     "  fedavg: {lr: [0.1, 0.2, 0.3], clients_per_round: [4, 16]}\n")
+                     "  fedavg: {lr: [0.1, 0.2, 0.3, 0.4], clients_per_round: [4, 16]}\n")  # 4 trials a structure
     gb = 2**30
     weighed = []
 

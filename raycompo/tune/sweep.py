@@ -53,6 +53,7 @@ from raycompo.tune.population import (
     population_key,
     populations_handed,
     structure_points,
+    too_few_members,
     trial_memory,
     without_population_form,
 )
@@ -196,14 +197,29 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         "rank_at": opts.rank_at,
     }
     meta["space"]["name"] = space.name
-    runs = {a: space.grid_size(a) if opts.search == "grid" else min(meta["samples"], space.grid_size(a))
-            for a in algos}  # the grid's points or the Optuna samples of each algorithm: 'auto'
     meta["population_asked"] = "default" if opts.population is None else population
-    meta["population"] = population if population != "auto" else auto_population(runs, memory=auto_memory(space, algos, opts))
+    if population == "auto":
+        population, off = resolve_auto(space, algos, opts, meta["samples"])
+    meta["population"] = population
     if off:
         meta["population_off"] = off
     check_population_run(meta, trackers)
     return space, meta, store
+
+
+def resolve_auto(space: Space, algos: list[str], opts: Any, samples: int) -> tuple[int, str | None]:
+    """`--population auto` (the default): 1 and why where the sweep's populations would be
+    too small to gain (`too_few_members`), else `auto_population` bounded by `auto_memory`."""
+    from raycompo.configuration.plugins import load
+
+    runs = {a: space.grid_size(a) if opts.search == "grid" else min(samples, space.grid_size(a))
+            for a in algos}  # the grid's points or the Optuna samples of each algorithm
+    base = str(Path(space.path).parent) if space.path else None
+    structures = {a: structure_points(space.algorithms[a], load("algorithm", a, base_dir=base)) for a in algos}
+    small = too_few_members(runs, structures)
+    if small:
+        return 1, small
+    return auto_population(runs, memory=auto_memory(space, algos, opts, structures=structures)), None
 
 
 def check_rank_at(axis: str, columns: list[str], task: str) -> None:
@@ -225,11 +241,12 @@ RESUME_OPTIONS = ("search", "scheduler", "backend", "hosts_per_trial", "driver_c
 """The options of sweep.json that a resumed sweep reads."""
 
 
-def auto_memory(space: Space, algos: list[str], opts: Any, available: float | None = None) -> int:
+def auto_memory(space: Space, algos: list[str], opts: Any, available: float | None = None,
+                structures: dict[str, list[dict[str, Any]]] | None = None) -> int:
     """The largest population of this sweep's trials that fits the memory `available` (default:
     this machine's): `memory_bound` of the largest per-trial and shared `trial_memory` over
-    every structure of every algorithm (`structure_points`: a tau or a batch size swept is
-    weighed at each of its values; step sizes do not change the memory)."""
+    every structure of every algorithm (`structures`, default `structure_points`: a tau or a
+    batch size swept is weighed at each of its values; step sizes do not change the memory)."""
     from raycompo.configuration.config import resolve
     from raycompo.configuration.plugins import load
     from raycompo.engine.memory import available_local
@@ -237,7 +254,9 @@ def auto_memory(space: Space, algos: list[str], opts: Any, available: float | No
     per_trial, shared = 0.0, 0.0
     base = str(Path(space.path).parent) if space.path else None
     for algo in algos:
-        for point in structure_points(space.algorithms[algo], load("algorithm", algo, base_dir=base)):
+        points = (structures or {}).get(algo) or structure_points(space.algorithms[algo],
+                                                                  load("algorithm", algo, base_dir=base))
+        for point in points:
             cfg = space.run_config(algo, point, full=opts.full, data_dir=opts.data_dir)
             trial, common = trial_memory(resolve(cfg))
             per_trial, shared = max(per_trial, trial), max(shared, common)
@@ -600,7 +619,7 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     interrupted = bool(counter.get("stopping")) or _was_interrupted(grid) or recorder.dropped > 0
     if meta.get("population_off") and not quiet:
         print(f"populations: off ({meta['population_off']})", file=stream or sys.stderr, flush=True)
-    elif "population" in meta and not quiet:
+    elif meta.get("population", 1) > 1 and not quiet:
         groups = (searcher.handed if isinstance(searcher, PopulationSearcher)
                   else populations_handed(searcher.handed, meta["population"], meta))
         print(describe_populations(groups, meta["population"], without_population_form(groups, meta)),
