@@ -197,14 +197,21 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         "rank_at": opts.rank_at,
     }
     meta["space"]["name"] = space.name
+    record_population(meta, space, opts, population, off)
+    check_population_run(meta, trackers)
+    return space, meta, store
+
+
+def record_population(meta: dict[str, Any], space: Space, opts: Any, population: int | str,
+                      off: str | None) -> None:
+    """Into `meta` (sweep.json): the population asked (`default`, `auto` or P), the P the
+    sweep runs with ('auto' resolved: `resolve_auto`) and, where off, why."""
     meta["population_asked"] = "default" if opts.population is None else population
     if population == "auto":
-        population, off = resolve_auto(space, algos, opts, meta["samples"])
+        population, off = resolve_auto(space, meta["algorithms"], opts, meta["samples"])
     meta["population"] = population
     if off:
         meta["population_off"] = off
-    check_population_run(meta, trackers)
-    return space, meta, store
 
 
 def resolve_auto(space: Space, algos: list[str], opts: Any, samples: int) -> tuple[int, str | None]:
