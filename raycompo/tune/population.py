@@ -182,7 +182,8 @@ AUTO_MIN_MEMBERS = 4.0
 """`auto` forms populations only where they would hold at least this many trials on average.
 Measured on 2 cores (docs/benchmarks.md): the README's quick start, whose Optuna samples
 spread over 3 values of the structural tau (about 2.7 trials a population), took 64-71 s
-with populations against 50-52 s without; a grid of 8 trials a population, 2.6x faster."""
+with populations against 50-52 s without; a grid of 4 trials a population 1.23x faster,
+of 8 trials 2.6x (`python -m raycompo.bench population --sweep --population 4` / `8`)."""
 
 
 def too_few_members(runs: Mapping[str, int], structures: Mapping[str, Sequence[Mapping[str, Any]]],
