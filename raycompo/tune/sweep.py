@@ -226,7 +226,7 @@ def resolve_auto(space: Space, algos: list[str], opts: Any, samples: int) -> tup
     small = too_few_members(runs, structures)
     if small:
         return 1, small
-    return auto_population(runs, memory=auto_memory(space, algos, opts, structures=structures)), None
+    return auto_population(runs, memory=auto_memory(space, structures, opts)), None
 
 
 def check_rank_at(axis: str, columns: list[str], task: str) -> None:
@@ -248,21 +248,17 @@ RESUME_OPTIONS = ("search", "scheduler", "backend", "hosts_per_trial", "driver_c
 """The options of sweep.json that a resumed sweep reads."""
 
 
-def auto_memory(space: Space, algos: list[str], opts: Any, available: float | None = None,
-                structures: dict[str, list[dict[str, Any]]] | None = None) -> int:
+def auto_memory(space: Space, structures: dict[str, list[dict[str, Any]]], opts: Any,
+                available: float | None = None) -> int:
     """The largest population of this sweep's trials that fits the memory `available` (default:
     this machine's): `memory_bound` of the largest per-trial and shared `trial_memory` over
-    every structure of every algorithm (`structures`, default `structure_points`: a tau or a
-    batch size swept is weighed at each of its values; step sizes do not change the memory)."""
+    every structure of every algorithm (`structures`: each algorithm's `structure_points`, a
+    tau or a batch size swept weighed at each of its values; step sizes do not change the memory)."""
     from raycompo.configuration.config import resolve
-    from raycompo.configuration.plugins import load
     from raycompo.engine.memory import available_local
 
     per_trial, shared = 0.0, 0.0
-    base = str(Path(space.path).parent) if space.path else None
-    for algo in algos:
-        points = (structures or {}).get(algo) or structure_points(space.algorithms[algo],
-                                                                  load("algorithm", algo, base_dir=base))
+    for algo, points in structures.items():
         for point in points:
             cfg = space.run_config(algo, point, full=opts.full, data_dir=opts.data_dir)
             trial, common = trial_memory(resolve(cfg))
