@@ -142,6 +142,19 @@ def test_entry_points_register_names(tmp_path, monkeypatch):
     assert "scgd-mom  (package mylab_ext)" in list_choices()
 
 
+def test_a_package_installed_after_the_first_look_is_found(tmp_path, monkeypatch):
+    """The installed entry points are read once per state of sys.path (configuration/plugins.py):
+    a distribution installed into a folder already on it changes that folder, so it is seen."""
+    pkg = tmp_path / "mylab_late"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    shutil.copy(EXAMPLE, pkg / "algos.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "scgd-late" not in raycompo.list_algorithms()
+    _dist(tmp_path, "[raycompo.algorithms]\nscgd-late = mylab_late.algos:ScgdMomentum\n", name="mylab_late")
+    assert "scgd-late" in raycompo.list_algorithms()
+
+
 def test_entry_point_shadowing_a_builtin_is_an_error(tmp_path, monkeypatch):
     _dist(tmp_path, "[raycompo.algorithms]\ncomfedl = raycompo.algorithms.fedavg:FedAvg\n", name="shadow")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -62,6 +62,38 @@ def test_feddro_step_sizes_and_their_drop_per_row():
     assert_population_is_each_alone(cfgs, ["completed", "completed", "diverged"])
 
 
+def test_feddro_beta_lambda_and_kl_shift_per_row():
+    """beta, lam and the KL shift differ per row: eq. (8)'s correction in the rows of beta < 1
+    only (beta = 1: g(x_k^t) alone, as that trial), exp((l - shift) / lam) and the floor of
+    grad f = 1 / y with each row's lam and shift."""
+    rows = (dict(beta=0.5, lam=2.0), dict(beta=1.0, lam=0.5, kl_shift=1.0), dict(beta=0.1, lam=5.0, kl_shift=0.5))
+    cfgs = [config("synthetic", "feddro", **DRO_SYN | r, lr=0.1) for r in rows]
+    assert_population_is_each_alone(cfgs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["chi2", "chi2-dro"])
+def test_feddro_lambda_per_row_in_the_chi_square_objectives(objective):
+    """h and f of (5) and of the chi-square penalty with each row's lam."""
+    cfgs = [config("synthetic", "feddro", **DRO_SYN | {"lam": lam}, objective=objective, lr=0.05) for lam in (1.0, 4.0)]
+    assert_population_is_each_alone(cfgs)
+
+
+@pytest.mark.parametrize("case", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_fedavg_co_step_size_and_lambda_per_row_in_both_cases(case):
+    """Algorithm 1 of the FedDRO paper: Case I's y_k of each row's trial, Case II's y-bar each
+    trial's own (a payload that differs per trial)."""
+    cfgs = [config("synthetic", "fedavg-co", **DRO_SYN | {"lam": lam}, case=case, lr=lr)
+            for lr, lam in ((0.05, 2.0), (0.2, 0.5))]
+    assert_population_is_each_alone(cfgs)
+
+
+@pytest.mark.slow
+def test_mbsgd_co_lambda_per_row_with_each_trials_server_steps():
+    cfgs = [config("synthetic", "mbsgd-co", **DRO_SYN | {"lam": lam}, lr=lr) for lr, lam in ((0.05, 2.0), (0.02, 1.0))]
+    assert_population_is_each_alone(cfgs)
+
+
 SLOW = pytest.mark.slow
 
 

@@ -49,7 +49,7 @@ def score(params) -> float:
         ("comfedl", {"lr", "gamma"}),
         ("fedavg", {"lr"}),  # eval_lr is `float | None`: None picks another path
         ("local-scgdm", {"lr", "eta", "alpha", "gamma"}),
-        ("feddro", {"lr", "lam", "kl_shift", "lr_decay"}),  # beta < 1 adds a term: structural
+        ("feddro", {"lr", "lam", "kl_shift", "lr_decay", "beta"}),  # beta = 1 rows skip eq. (8)'s term per row
         (
             "fastdro",
             {"lr", "lam", "kl_shift", "lr_decay"},
@@ -71,6 +71,15 @@ def test_no_integer_string_or_boolean_setting_is_per_row():
         per_row = per_row_settings(cls)
         assert per_row <= fields and "lr" in per_row, name
         assert all(hints[k] is float for k in per_row), name
+
+
+def test_what_a_sweep_groups_the_engine_runs_as_rows():
+    """Every per-row setting of an algorithm with a population form is one its batched phases
+    take per row (`row_settings`): trials a sweep groups by `population_key` never run apart
+    in lockstep for a float the engine cannot hold per row (engine/population.py: batchable)."""
+    for name, cls in list_algorithms().items():
+        if cls.__dict__.get("population_phases"):
+            assert per_row_settings(cls) <= cls.row_settings, name
 
 
 def test_population_key_ignores_per_row_values_only():

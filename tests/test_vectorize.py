@@ -361,6 +361,41 @@ def test_batched_dro_parts_equal_per_client(objective, model):
     torch.testing.assert_close(hand, auto, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("objective", ["kl", "chi2", "chi2-dro"])
+def test_batched_full_parts_equal_per_client_with_lambda_per_row(objective):
+    """The Phi parts of the evaluation (`batched_phi_parts`): each client's full-data g_k, h_k,
+    Jacobian and grad h_k from one padded read equal `global_composition.full_parts`, also
+    where lam and the KL shift are a population's (k,) values, row i with row i's."""
+    from dataclasses import replace
+
+    from raycompo.algorithms.co_common import GlobalCOSettings
+    from raycompo.algorithms.feddro import FedDRO
+    from raycompo.problems import global_batched
+    from raycompo.problems.global_composition import full_parts
+
+    x, y = torch.randn(300, 7), torch.arange(300) % 4
+    cls = raycompo.task_from_arrays(x, y, n_clients=5, partition="dirichlet", name="dro-full")
+    task = resolve(RunConfig(task=cls, algo="feddro", backend="inline")).make_task()
+    lams, shifts = [1.0, 1.5, 2.0, 4.0, 8.0], [0.0, 0.5, 0.0, 1.0, 0.2]
+    settings = GlobalCOSettings(objective=objective, lam=3.0)
+    rows = replace(settings, lam=torch.tensor(lams), kl_shift=torch.tensor(shifts))
+    ctxs = [ClientCtx(cid, d, round=0, seed=1) for cid, d in enumerate(task.clients(list(range(5))))]
+    cb = CohortBatch(ctxs, task, torch.device("cpu"))
+    whole = cb.whole(9, count=False)
+    assert whole is not None and whole.mask.sum() < whole.mask.numel()  # ragged clients
+    w = torch.randn(5, task.model.dim) * 0.3
+    for with_grad in (True, False):
+        one = global_batched.full_parts(task, FedDRO(settings, task).problem, w, whole, with_grad)
+        per_row = global_batched.full_parts(task, FedDRO(rows, task).problem, w, whole, with_grad)
+        for i, c in enumerate(ctxs):
+            for parts, s in ((one, settings), (per_row, replace(settings, lam=lams[i], kl_shift=shifts[i]))):
+                ref = full_parts(FedDRO(s, task).problem, w[i], c.data.x, c.data.y, with_grad=with_grad)
+                assert set(parts) == set(ref)
+                for key, value in ref.items():
+                    torch.testing.assert_close(parts[key][i].reshape(value.shape), value, rtol=1e-5, atol=1e-6)
+    assert all(d.samples_read == 0 for d in cb.data)  # an evaluation's read: not counted
+
+
 def test_padded_rows_never_reach_the_objective():
     """KL's exp(l / lam) of a padded row (zero inputs, label 0) may overflow where the
     client's real rows do not; the batched parts stay those of the real rows."""

@@ -16,7 +16,9 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.base import Algorithm, client_phase
+from raycompo.algorithms.cohort import batched_phase
 from raycompo.errors import ConfigError
+from raycompo.problems import global_batched
 from raycompo.problems.global_composition import (
     OBJECTIVES,
     GlobalComposition,
@@ -27,6 +29,10 @@ from raycompo.problems.global_composition import (
     phi_from_parts,
 )
 from raycompo.settings import require
+
+
+PHI_STREAM = 9
+"""The stream key of a chunk's read of its clients' whole data for Phi (`batched_phi_parts`)."""
 
 
 @dataclass
@@ -73,6 +79,14 @@ class GlobalCOAlgorithm(Algorithm):
     Settings = GlobalCOSettings
     requires = frozenset()  # empty: either of global_composition, sample_losses (check_task)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that trains batched and keeps the base `client_phi_parts` gets its batched
+        form, `batched_phi_parts` (batched phases are not inherited otherwise: base.py)."""
+        super().__init_subclass__(**kwargs)
+        trains_batched = any(phase != "evaluate" for phase in cls.batched_phases)
+        if trains_batched and cls.phases.get("phi_parts") == "client_phi_parts" and "phi_parts" not in cls.batched_phases:
+            cls.batched_phases = {**cls.batched_phases, "phi_parts": "batched_phi_parts"}
+
     @classmethod
     def check_task(cls, task_cls, settings) -> None:
         if cls.requires:  # a baseline that needs exactly these (FastDRO, PDSGD: per-sample losses)
@@ -117,6 +131,19 @@ class GlobalCOAlgorithm(Algorithm):
     @client_phase("phi_parts")
     def client_phi_parts(self, c, state, payload):
         return full_parts(self.problem, payload["w"], c.data.x, c.data.y, self.s.phi_chunk, self.s.grad_norm_metric), state
+
+    @batched_phase("phi_parts")
+    def batched_phi_parts(self, cb, states, payload):
+        """client_phi_parts for a chunk: each client's full-data parts from one padded read of
+        the chunk's whole data (not counted: an evaluation), or client by client where it
+        does not fit. A population's rows each at its trial's x-bar, with its trial's lam."""
+        w = cb.broadcast(payload["w"])
+        whole = cb.whole(PHI_STREAM, count=False)
+        if whole is not None:
+            return global_batched.full_parts(cb.task, self.problem, w, whole, self.s.grad_norm_metric), states
+        rows = [full_parts(self.problem, w[i], d.x, d.y, self.s.phi_chunk, self.s.grad_norm_metric)
+                for i, d in enumerate(cb.data)]
+        return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}, states
 
     def batches(self, c, step: int) -> tuple[Any, Any]:
         """(b_g, b_h) for local step `step`: independent draws (streams 0 and 1); b_h is

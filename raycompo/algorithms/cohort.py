@@ -336,17 +336,18 @@ class CohortBatch:
     def _real_rows(self, size: int | None) -> list[int]:
         return list(self.sizes) if size is None else [n if n < size else size for n in self.sizes]
 
-    def batch(self, step: int, size: int | None, stream: int = 0) -> Batch:
+    def batch(self, step: int, size: int | None, stream: int = 0, count: bool = True) -> Batch:
         """Each client's mini-batch of local step `step`: the samples
         `ClientData.batch(c.rng(step, stream), size)` draws (all of them, in order, when
         size is None or >= n_i), padded. The returned tensors are this stream's buffers:
         valid until the next draw on the same stream. Each client's rows are counted as
         `ClientData.batch` counts them (a draw repeated from the same seed within the round,
-        once)."""
+        once); not with `count` False (an evaluation's read, as `ClientData.x` read directly)."""
         size_key, gathered = self._gathered.get(stream, (None, {}))
         if step in gathered and size_key == size:  # drawn and gathered ahead (`gather`)
             view = gathered[step]
-            self._count(step, size, stream, view.rows or [])
+            if count:
+                self._count(step, size, stream, view.rows or [])
             return view
         rows = self._real_rows(size)
         width = max(rows)
@@ -359,7 +360,8 @@ class CohortBatch:
             self._slab_gather(buf, drawn, rows_of, size, 1, width)
             self._gathered.pop(stream, None)
             buf.picks, buf.rows = StepPicks(drawn, rows_of, 0), rows
-            self._count(step, size, stream, rows)
+            if count:
+                self._count(step, size, stream, rows)
             self._mark(buf, (stream, width, 1), rows, padded=True)
             return buf
         picks = self.draw(step, size, stream)
@@ -376,7 +378,8 @@ class CohortBatch:
                 torch.index_select(y, 0, p, out=by)
         self._gathered.pop(stream, None)
         buf.picks, buf.rows = picks, rows
-        self._count(step, size, stream, rows)
+        if count:
+            self._count(step, size, stream, rows)
         self._mark(buf, (stream, width, 1), rows)
         return buf
 
@@ -570,16 +573,17 @@ class CohortBatch:
         row = x0[0].numel() * x0.element_size() + y0.element_size() if len(x0) else 1
         return self.k * width * row
 
-    def whole(self, stream: int) -> Batch | None:
+    def whole(self, stream: int, count: bool = True) -> Batch | None:
         """Each client's whole training data (all its n_i rows, in order, padded), as
-        `ClientData.full` reads it and counted so (n_i samples), gathered for the chunk at once
-        where its padded rows fit `gather_bytes`; None where they do not (read them client by
-        client then). `stream`: a stream of the algorithm's own, no mini-batch's (a second read
-        of the same stream in a round is counted once). The bound is at least `GATHER_BYTES`:
-        `gather_bytes` may be cut to a cache's size for the local steps' batches."""
+        `ClientData.full` reads it and counted so (n_i samples; not with `count` False: an
+        evaluation's read), gathered for the chunk at once where its padded rows fit
+        `gather_bytes`; None where they do not (read them client by client then). `stream`: a
+        stream of the algorithm's own, no mini-batch's (a second read of the same stream in a
+        round is counted once). The bound is at least `GATHER_BYTES`: `gather_bytes` may be
+        cut to a cache's size for the local steps' batches."""
         if self._step_bytes(None) > max(self.gather_bytes, GATHER_BYTES):
             return None
-        return self.batch(0, None, stream)
+        return self.batch(0, None, stream, count)
 
     def whole_losses(self, w: torch.Tensor, stream: int) -> torch.Tensor | None:
         """(k,): each client's mean loss of its row of w on its whole training data, as

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 from raycompo.algorithms.base import Buffered, client_phase
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
-from raycompo.algorithms.cohort import batched_phase
+from raycompo.algorithms.cohort import TrialValues, batched_phase
 from raycompo.compression.keys import VALUE, update
 from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
-from raycompo.settings import require
+from raycompo.settings import require, row_scalar
 
 Y_STREAM = 2
 
@@ -47,6 +47,11 @@ class FedAvgCO(GlobalCOAlgorithm):
     Settings = FedAvgCOSettings
     contributions = {"inner": {"y": VALUE}, "local": {"x": update("w")}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
+    population_phases = frozenset({"inner", "local", "phi_parts"})
+    """A population's trials run both phases as rows of one chunk (engine/population.py),
+    each row with its trial's step size, lam and KL shift, and Case II's y-bar its trial's."""
+    row_settings = frozenset({"lr", "lr_decay", "lam", "kl_shift"})
+    row_payload = frozenset({"lr"})
 
     @classmethod
     def asynchronous(cls, settings):
@@ -98,13 +103,16 @@ class FedAvgCO(GlobalCOAlgorithm):
     @batched_phase("local")
     def batched_local(self, cb, states, payload):
         x = cb.broadcast(payload["w"])
+        lr = row_scalar(cb.row_value(payload["lr"]), x)  # a population's: (k, 1), each row's trial's
         y = payload["ybar"]
         if y is None:  # Case I: y_k = g_k(x-bar), one per client (k, d_g)
             y = self.batched_inner(cb, states, payload)[0]["y"]
+        elif isinstance(y, TrialValues):  # Case II in a population: each row its trial's y-bar
+            y = cb.broadcast(y)
         for j in range(self.s.sync_every):
             b_g, b_h = self.batched_batches(cb, j)
             _, jac, gh = global_batched.local_parts(cb.task, self.problem, x, b_g, b_h)
-            x = x - payload["lr"] * global_batched.direction(self.problem, jac, y, gh)
+            x = x - lr * global_batched.direction(self.problem, jac, y, gh)
             if j + 1 < self.s.sync_every:  # none after the last step
                 y = global_batched.g_values(cb.task, self.problem, x, cb.batch(j + 1, self.s.batch_size, Y_STREAM))
         return {"x": x}, states

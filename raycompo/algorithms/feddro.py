@@ -44,6 +44,7 @@ from raycompo.algorithms.cohort import TrialValues, batched_phase
 from raycompo.compression.keys import VALUE
 from raycompo.problems import global_batched
 from raycompo.problems.global_composition import direction
+from raycompo.problems.oracle import add_rows, points, uncounted
 from raycompo.settings import require, row_scalar
 
 
@@ -63,12 +64,12 @@ class FedDRO(GlobalCOAlgorithm):
     Settings = FedDROSettings
     contributions = {"start": {"y": VALUE}, "step": {"y": VALUE, "x": VALUE}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
-    population_phases = frozenset({"start", "step"})
+    population_phases = frozenset({"start", "step", "phi_parts"})
     """A population's trials run the local steps as rows of one chunk (engine/population.py).
     The rows kept from one phase for the next (`keep_rows`) need the trials in lockstep, as
     they are: a round's I + 1 exchanges are the same for all (a trial that fails mid-round
     fails the others of its chunk, with the error of `take_rows`)."""
-    row_settings = frozenset({"lr", "lr_decay"})
+    row_settings = frozenset({"lr", "lr_decay", "beta", "lam", "kl_shift"})
     row_payload = frozenset({"lr"})
 
     @classmethod
@@ -153,10 +154,22 @@ class FedDRO(GlobalCOAlgorithm):
         cb.keep_rows("jac", jac)
         cb.keep_rows("gh", gh)
         x_now = cb.stack_state(states, "x")
-        if self.s.beta < 1:
+        beta = self.s.beta  # a population's: (k,), one trial's beta per row
+        if isinstance(beta, torch.Tensor) or beta < 1:
             ybar, corrected = cb.state_rows(states, "ybar", y[0].unsqueeze(0).expand_as(y))
+            if isinstance(beta, torch.Tensor):  # rows of beta = 1 take g(x_k^t) alone, as such a trial does
+                corrected = corrected & (beta < 1).to(corrected.device)
             if corrected.any():  # rows with a previous estimate: (1 - beta)(y-bar - g(x_k^{t-1})) + g(x_k^t)
                 x_y = cb.state_rows(states, "x_y", x_now)[0]
-                hybrid = (1 - self.s.beta) * (ybar - global_batched.g_values(cb.task, self.problem, x_y, b_g)) + y
+                with uncounted():  # g(x_k^{t-1}) is computed for every row, an oracle call only where it is used
+                    g_before = global_batched.g_values(cb.task, self.problem, x_y, b_g)
+                add_rows([n if used else 0 for n, used in zip(per_row_points(b_g, cb.k), corrected.tolist())])
+                hybrid = (1 - row_scalar(beta, y)) * (ybar - g_before) + y
                 y = torch.where(corrected.to(y.device).unsqueeze(1), hybrid, y)
         return {"y": y}, cb.new_states(states, {"x_y": x_now})
+
+
+def per_row_points(batch, k: int) -> list[int]:
+    """The data points of each of the k rows of a chunk's batch (`oracle.points`)."""
+    n = points(batch)
+    return n if isinstance(n, list) else [n] * k

@@ -25,6 +25,11 @@ class MBSGDCO(GlobalCOAlgorithm):
     Settings = GlobalCOSettings
     contributions = {"grad": {"g": VALUE, "jac": VALUE, "gh": VALUE}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
+    population_phases = frozenset({"grad", "phi_parts"})
+    """A population's trials compute their clients' parts as rows of one chunk
+    (engine/population.py), each at its trial's x with its trial's lam and KL shift; the
+    steps (lr) are each trial's server's."""
+    row_settings = frozenset({"lr", "lr_decay", "lam", "kl_shift"})
 
     def server_round(self, ctx, w, state):
         clients = list(range(ctx.n_clients))

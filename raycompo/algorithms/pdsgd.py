@@ -63,10 +63,10 @@ class PDSGD(GlobalCOAlgorithm):
     requires = frozenset({"sample_losses"})
     contributions = {"log_mass": {"lse": VALUE}, "step": {"g": VALUE, "mass": VALUE}}
     """What a client sends up, per phase (raycompo/compression/keys.py)."""
-    population_phases = frozenset({"log_mass", "step"})
+    population_phases = frozenset({"log_mass", "step", "phi_parts"})
     """A population's trials run the steps as rows of one chunk (engine/population.py): the
     dual log-weights a of each (trial, client) row are its trial's state."""
-    row_settings = frozenset({"lr", "lr_decay", "dual_lr", "lam"})
+    row_settings = frozenset({"lr", "lr_decay", "dual_lr", "lam", "kl_shift"})
     row_payload = frozenset({"log_z"})
 
     def server_round(self, ctx, w, state):

@@ -24,6 +24,10 @@ sweep (`raycompo.tune(space, search="grid")`, inline) with `--population 1` and 
 `--population P`: the wall time of each (Ray's and Tune's start included) and whether the
 trials' statuses and final losses agree. Figures are printed, never asserted.
 
+`--dro`: instead, FedDRO's grid of `sweeps/feddro.yaml` at I = 4 (lr x beta x lam: 36 trials,
+the KL objective) on `feddro-digits-st`, 30 rounds by default, alone vs as one population (beta,
+lam and lr per row; each trial's evaluation Phi parts batched too).
+
 `--memory`: the memory of one trial alone and of populations of P = 1, 2, 4, 8 trials (FedAvg,
 step sizes 0.01 P, seed 0, 5 rounds) on dro-mnist5k (the tune quick start's task, its
 defaults) and on `synthetic` (200 clients, 100 a round, vectorized), each measured in a fresh
@@ -60,6 +64,18 @@ def configs(algo: str, workload: str, rounds: int, clients: int, m: int, seeds: 
             for seed in range(seeds) for lr in GRIDS[algo]]
 
 
+DRO_GRID = {"lr": [0.001, 0.01, 0.05, 0.1], "beta": [0.1, 0.5, 1.0], "lam": [0.5, 1.0, 5.0]}
+"""`--dro`: FedDRO's lists in sweeps/feddro.yaml, at its sync_every (I) = 4."""
+
+
+def dro_configs(rounds: int, seeds: int) -> list[RunConfig]:
+    import itertools
+
+    return [RunConfig(task="feddro-digits-st", algo="feddro", rounds=rounds, seed=seed, backend="inline",
+                      settings={"objective": "kl", "sync_every": 4, "lr": lr, "beta": beta, "lam": lam})
+            for seed in range(seeds) for lr, beta, lam in itertools.product(*DRO_GRID.values())]
+
+
 def last_values(result: Any) -> dict[str, float]:
     row = result.metrics.iloc[-1]
     return {k: float(v) for k, v in row.items() if "loss" in k or "acc" in k}
@@ -91,6 +107,17 @@ def measure(cfgs: list[RunConfig]) -> dict[str, Any]:
     return {"alone_s": t1 - t0, "population_s": t2 - t1, "exchanges_together": population.together,
             "statuses_alone": [r.status for r in alone], "statuses": [r.status for r in together],
             "differences": [difference(a, b) for a, b in zip(alone, together)]}
+
+
+def measure_dro(rounds: int, seeds: int) -> None:
+    """`--dro`: the FedDRO grid alone and as one population, side by side."""
+    cfgs = dro_configs(rounds, seeds)
+    print(f"feddro-digits-st: FedDRO, lr x beta x lam of sweeps/feddro.yaml at I = 4, {len(cfgs)} trials, "
+          f"{rounds} rounds, inline (vectorized where it can), one torch thread")
+    r = measure(cfgs)
+    print(f"alone {r['alone_s']:.1f} s, population {r['population_s']:.1f} s: {r['alone_s'] / r['population_s']:.2f}x; "
+          f"exchanges run together {r['exchanges_together']}; same statuses {r['statuses'] == r['statuses_alone']}; "
+          f"largest relative difference of a last-row loss or accuracy {max(r['differences']):.1e}")
 
 
 def sweep_space(args: Any) -> dict[str, Any]:
@@ -218,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m raycompo.bench population", description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", default=list(GRIDS), choices=list(GRIDS))
     p.add_argument("--workload", default="synthetic", choices=list(WORKLOADS))
-    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=None, help="rounds per trial (default 40; 30 with --dro)")
     p.add_argument("--clients", type=int, default=200)
     p.add_argument("--m", type=int, default=100, help="clients per round")
     p.add_argument("--seeds", type=int, default=1, help="seeds per step size")
@@ -227,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", action="store_true", help="also the same grid as a sweep (raycompo.tune, inline), "
                    "--population 1 vs --population P, Tune's and Ray's start included")
     p.add_argument("--population", type=int, default=8, help="P of --sweep")
+    p.add_argument("--dro", action="store_true", help="instead: FedDRO's grid of sweeps/feddro.yaml at I = 4 "
+                   "(36 trials) on feddro-digits-st, alone vs as one population (--rounds 30 unless given)")
     p.add_argument("--memory", action="store_true", help="instead: the memory of one trial alone and of "
                    "populations of 1, 2, 4, 8 trials on dro-mnist5k and synthetic, each in a subprocess")
     p.add_argument("--memory-child", nargs=2, metavar=("TASK", "P"), help=argparse.SUPPRESS)
@@ -248,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.dro:
+        measure_dro(args.rounds or 30, args.seeds)
+        return 0
+    args.rounds = args.rounds or 40
     print(f"{args.workload}: {args.clients} clients, {args.m} a round, {args.rounds} rounds, {args.seeds} seed(s) "
           f"per step size, inline vectorized, sampler {args.sampler}, {args.threads} torch thread(s)")
     print(f"{'algorithm':<10} {'trials':>6} {'alone s':>9} {'population s':>13} {'speed-up':>9} {'diverged':>9}  "

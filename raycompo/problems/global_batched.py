@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.func import vmap
 
 from raycompo.problems.global_composition import GlobalComposition, LossComposition
 
@@ -74,7 +73,26 @@ def local_parts(task: Any, problem: LossComposition, w: torch.Tensor, b_g: Any,
 
 def direction(problem: GlobalComposition, jac: torch.Tensor, y: torch.Tensor, gh: torch.Tensor | None) -> torch.Tensor:
     """Eq. (7) for k clients: grad h_i + J_i^T grad f(y_i), (k, dim), with one y (d_g,)
-    shared by all or one per client (k, d_g)."""
-    gf = (problem.grad_f(y) if y.dim() == 1 else vmap(problem.grad_f)(y)).to(jac.dtype)
+    shared by all or one per client (k, d_g). A population's per-row lam takes y per row."""
+    if problem.per_row and y.dim() == 1:
+        y = y.unsqueeze(0).expand(jac.shape[0], -1)
+    gf = (problem.grad_f(y) if y.dim() == 1 else problem.grad_f_rows(y)).to(jac.dtype)
     d = (jac * (gf.view(1, -1, 1) if gf.dim() == 1 else gf.unsqueeze(2))).sum(1)
     return d if gh is None else d + gh
+
+
+def full_parts(task: Any, problem: LossComposition, w: torch.Tensor, whole: Any, with_grad: bool = True) -> dict[str, torch.Tensor]:
+    """`global_composition.full_parts` for k clients on their whole data (`whole`, padded):
+    {"g": (k, d_g), "h": (k,), "jac_g": (k, d_g, dim), "grad_h": (k, dim)} in float64, the
+    last two only with `with_grad`. One forward pass (and one pullback per term) for the chunk."""
+    if with_grad:
+        g, jac = mean_and_grad(task, problem.g_of_loss, w, whole)
+        h, gh = mean_and_grad(task, problem.h_of_loss, w, whole) if problem.has_h else (g.new_zeros(g.shape), torch.zeros_like(w))
+        out = {"g": g.unsqueeze(1), "h": h, "jac_g": jac.unsqueeze(1), "grad_h": gh}
+    else:
+        with torch.no_grad():
+            losses = real_rows(task.batched_sample_losses(w, whole), whole)
+            g = masked_mean(problem.g_of_loss(losses), whole)
+            h = masked_mean(problem.h_of_loss(losses), whole) if problem.has_h else g.new_zeros(g.shape)
+        out = {"g": g.unsqueeze(1), "h": h}
+    return {k: v.detach().to(torch.float64) for k, v in out.items()}

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.func import grad, jacrev
+from torch.func import grad, jacrev, vmap
 
 from raycompo.problems.oracle import wrap_oracles
+from raycompo.settings import row_scalar
 
 SampleLosses = Callable[[torch.Tensor, Any], torch.Tensor]
 """(w, batch) -> per-sample losses l(w; zeta_i), shape (|b|,)."""
@@ -74,6 +75,15 @@ class GlobalComposition:
     def grad_f(self, y: torch.Tensor) -> torch.Tensor:
         return grad(self.f)(y)
 
+    per_row: bool = False
+    """Whether a parameter of the objective (lam, the KL shift) is a population's (k,)
+    tensor, one trial's value per row (engine/population.py): its batched parts then take
+    (k, B) losses and (k, d_g) estimates, row i with row i's value (`grad_f_rows`)."""
+
+    def grad_f_rows(self, y: torch.Tensor) -> torch.Tensor:
+        """grad f at each row of y (k, d_g), row i with the objective's row-i parameters."""
+        return vmap(self.grad_f)(y)
+
 
 def _per_sample(v: torch.Tensor) -> torch.Tensor:
     return v.reshape(-1, 1)
@@ -86,7 +96,13 @@ class LossComposition(GlobalComposition):
 
     sample_losses: SampleLosses
 
+    @property
+    def per_row(self) -> bool:  # type: ignore[override]
+        return any(isinstance(v, torch.Tensor) for v in (getattr(self, "lam", None), getattr(self, "shift", None)))
+
     def g_of_loss(self, losses: torch.Tensor) -> torch.Tensor:
+        """phi of each loss: (n,) for one client, or (k, B) for a chunk's rows, whose lam
+        (and shift) may be per row (`per_row`: `settings.row_scalar` views them (k, 1))."""
         raise NotImplementedError
 
     def h_of_loss(self, losses: torch.Tensor) -> torch.Tensor:
@@ -109,7 +125,7 @@ class KLDRO(LossComposition):
     shift: float = 0.0
 
     def g_of_loss(self, losses):
-        return torch.exp((losses - self.shift) / self.lam)
+        return torch.exp((losses - row_scalar(self.shift, losses)) / row_scalar(self.lam, losses))
 
     def f(self, y):
         return torch.log(y).sum()
@@ -119,6 +135,12 @@ class KLDRO(LossComposition):
         >= 0: the hybrid estimate (8) of g can leave it (even turn negative) with small
         batches, where 1 / y would flip the step's sign."""
         return 1.0 / y.clamp(min=math.exp(-self.shift / self.lam))
+
+    def grad_f_rows(self, y):
+        if not self.per_row:
+            return super().grad_f_rows(y)
+        floor = torch.exp(-row_scalar(self.shift, y) / row_scalar(self.lam, y))  # (k, 1)
+        return 1.0 / torch.maximum(y, floor)
 
 
 @dataclass
@@ -133,10 +155,13 @@ class Chi2DRO(LossComposition):
         return losses
 
     def h_of_loss(self, losses):
-        return -losses**2 / (2 * self.lam)
+        return -losses**2 / (2 * row_scalar(self.lam, losses))
 
     def f(self, y):
         return (y**2).sum() / (2 * self.lam)
+
+    def grad_f_rows(self, y):
+        return y / row_scalar(self.lam, y) if self.per_row else super().grad_f_rows(y)
 
 
 @dataclass
@@ -151,10 +176,13 @@ class Chi2Penalty(LossComposition):
         return losses
 
     def h_of_loss(self, losses):
-        return losses + losses**2 / (2 * self.lam)
+        return losses + losses**2 / (2 * row_scalar(self.lam, losses))
 
     def f(self, y):
         return -(y**2).sum() / (2 * self.lam)
+
+    def grad_f_rows(self, y):
+        return -y / row_scalar(self.lam, y) if self.per_row else super().grad_f_rows(y)
 
 
 OBJECTIVES: dict[str, type] = {"kl": KLDRO, "chi2": Chi2DRO, "chi2-dro": Chi2Penalty}

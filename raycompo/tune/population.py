@@ -31,8 +31,6 @@ from raycompo.errors import ConfigError
 T = TypeVar("T")
 
 CONTROL_FLOW_FLOATS: dict[str, tuple[str, ...]] = {
-    # beta < 1 adds the hybrid estimator's correction term (eq. 8); beta = 1 skips it
-    "raycompo.algorithms.feddro.FedDROSettings": ("beta",),
     # CVaR keeps the ceil(alpha n) largest losses: alpha sets a shape
     "raycompo.algorithms.fastdro.FastDROSettings": ("cvar_alpha",),
 }
