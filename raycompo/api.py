@@ -104,7 +104,7 @@ def run(
     threads: int | None = None,
     vectorize: str = "auto",
     vectorize_memory: float = 512.0,
-    sampler: str = "randperm",
+    sampler: str = "keyed",
     system: str | Path | None = None,
     aggregation: str = "sync",
     concurrency: int | None = None,
@@ -144,9 +144,9 @@ def run(
     vectorize: 'auto' (default), 'on' or 'off': run each host's clients as one batched
         computation where the algorithm, task and model allow it (raycompo/configuration/vectorize.py);
         vectorize_memory (MB): what one batched chunk of clients may use.
-    sampler: how clients' mini-batches are drawn (as --sampler): 'randperm' (default, the
-        draws of every reproduction) or 'keyed' (counter-based keyed hashes,
-        raycompo/tasks/sampler.py: a batched chunk's draws in one call, the same on CPU and CUDA).
+    sampler: how clients' mini-batches are drawn (as --sampler): 'keyed' (default: counter-based
+        keyed hashes, raycompo/tasks/sampler.py: a batched chunk's draws in one call, the same on
+        CPU and CUDA) or 'randperm' (the draws of releases up to 0.1.1).
     system: a simulated system (as --system): a built-in profile ('uniform', 'mobile',
         'mobile-sync', 'mobile-fastest') or a YAML file path; cohorts are drawn among online
         clients and the rows gain sim_time, dropped, wasted_s and the dropped_* costs

@@ -45,8 +45,15 @@ def test_fold_many_is_the_python_fold_bit_for_bit():
     assert got == [fold(p, 9, int(i), 3) for p, i in zip(prefixes, ids)]
 
 
-def test_chunk_seeds_and_draws_are_each_clients_own():
+@pytest.mark.parametrize("sampler", ["keyed", "randperm"])
+def test_chunk_seeds_and_draws_are_each_clients_own(sampler):
+    """A chunk draws each client's indices as the client alone does (`draw_indices` from its
+    generator: the keyed hashes, the default, or `randperm(n)[:b]`)."""
+    from raycompo.tasks.base import draw_indices
+
     task, ctxs = chunk()
+    for c in ctxs:
+        c.data.sampler = sampler  # as the host sets it from RunConfig.sampler
     cb = CohortBatch(ctxs, task, torch.device("cpu"))
     for step, stream in ((0, 0), (4, 1)):
         assert cb.seeds(step, stream) == [c.rng(step, stream).initial_seed() for c in ctxs]
@@ -54,7 +61,9 @@ def test_chunk_seeds_and_draws_are_each_clients_own():
             if n <= 10:
                 assert pick is None
             else:
-                assert torch.equal(pick, torch.randperm(n, generator=c.rng(step, stream))[:10])
+                assert torch.equal(pick, draw_indices(n, 10, c.rng(step, stream), sampler))
+                if sampler == "randperm":
+                    assert torch.equal(pick, torch.randperm(n, generator=c.rng(step, stream))[:10])
 
 
 def test_contexts_without_a_key_draw_from_their_own_generators():

@@ -312,7 +312,7 @@ def test_keyed_per_client_equals_batched(algo, settings):
     assert ref.pool.host.batched == set() and vec.pool.host.batched
     torch.testing.assert_close(vec.w, ref.w, rtol=TOL, atol=TOL)
     assert_client_states_close(ref.pool.client_states(), vec.pool.client_states(), TOL)
-    randperm = run_rounds(federation("synthetic", algo, settings, "off"), 3)
+    randperm = run_rounds(federation("synthetic", algo, settings, "off", sampler="randperm"), 3)
     assert (randperm.w - ref.w).abs().max() > 1e-4  # the option draws other batches
 
 
@@ -356,21 +356,22 @@ def test_sampler_setting_is_checked_recorded_and_given_on_the_command_line(tmp_p
         "clients_per_round=4",
         "--out",
     ]
-    assert run_main([*args, str(out), "--sampler", "keyed"]) == 0
-    assert json.loads((out / "config.json").read_text())["sampler"] == "keyed"
+    assert run_main([*args, str(out), "--sampler", "randperm"]) == 0
+    assert json.loads((out / "config.json").read_text())["sampler"] == "randperm"
     assert run_main([*args, str(tmp_path / "plain")]) == 0
     assert (
-        json.loads((tmp_path / "plain" / "config.json").read_text())["sampler"] == "randperm"
+        json.loads((tmp_path / "plain" / "config.json").read_text())["sampler"] == "keyed"
     )  # the default
     import pandas as pd
 
-    keyed, plain = pd.read_csv(out / "metrics.csv"), pd.read_csv(tmp_path / "plain" / "metrics.csv")
-    assert keyed["train_loss"].iloc[-1] != plain["train_loss"].iloc[-1]  # other batches
+    randperm, plain = pd.read_csv(out / "metrics.csv"), pd.read_csv(tmp_path / "plain" / "metrics.csv")
+    assert randperm["train_loss"].iloc[-1] != plain["train_loss"].iloc[-1]  # other batches
     # a resumed run draws as it did: another sampler is refused (it defines the rows)
     assert (
-        run_main(["--resume", str(out), "--rounds", "2", "--quiet", "--sampler", "randperm"]) == 2
+        run_main(["--resume", str(out), "--rounds", "2", "--quiet", "--sampler", "keyed"]) == 2
     )
-    assert run_main(["--resume", str(out), "--rounds", "2", "--quiet", "--sampler", "keyed"]) == 0
+    assert run_main(["--resume", str(out), "--rounds", "2", "--quiet"]) == 0  # its recorded randperm
+    assert json.loads((out / "config.json").read_text())["sampler"] == "randperm"
 
 
 def test_a_checkpoint_of_a_keyed_run_belongs_to_keyed_runs_only():
@@ -378,10 +379,11 @@ def test_a_checkpoint_of_a_keyed_run_belongs_to_keyed_runs_only():
 
     cfg = RunConfig(task="synthetic", algo="fedavg", settings={"n_clients": 12}, backend="inline")
     plain, keyed = (
+        fingerprint(resolve(dataclasses.replace(cfg, sampler="randperm"))),
         fingerprint(resolve(cfg)),
-        fingerprint(resolve(dataclasses.replace(cfg, sampler="keyed"))),
     )
-    assert "sampler" not in plain  # the default's fingerprint is as before (older checkpoints fit)
+    assert "sampler" not in plain  # randperm's fingerprint is as before (older checkpoints fit)
+    assert keyed["sampler"] == "keyed"  # the default names itself
     check_belongs({"fingerprint": json.dumps(keyed)}, keyed, "ckpt.pt")
     with pytest.raises(ConfigError, match="sampler keyed there, randperm here"):
         check_belongs({"fingerprint": json.dumps(keyed)}, plain, "ckpt.pt")
@@ -415,3 +417,43 @@ def test_keyed_ray_hosts_equal_inline(ray_session):
     inline = run(cfg)
     remote = run(dataclasses.replace(cfg, backend="ray", clients_per_actor=3, cpus_per_actor=0.5))
     assert_rows_close(inline.rows, remote.rows, tol=1e-6)
+
+
+# --- 'keyed' is the default; what earlier releases wrote keeps 'randperm' ------------------------
+
+
+def test_keyed_is_the_default_of_every_entry_point():
+    import inspect
+
+    from raycompo.api import run as api_run
+    from raycompo.run import build_parser
+
+    assert RunConfig().sampler == "keyed" == sampler.DEFAULT_SAMPLER
+    assert inspect.signature(api_run).parameters["sampler"].default == "keyed"
+    assert build_parser().parse_args([]).sampler == "keyed"
+
+
+def test_a_run_folder_from_before_the_setting_resumes_with_randperm(tmp_path):
+    """config.json written before `sampler` existed names none: its run drew with randperm,
+    and goes on with it (RunConfig.from_record), to the rows of a randperm run straight through."""
+    kw = dict(rounds=4, settings={**MANY, "n_clients": 12, "clients_per_round": 6}, backend="inline", sampler="randperm")
+    straight = raycompo.run("synthetic", "fedavg", **kw)
+    out = tmp_path / "old"
+    raycompo.run("synthetic", "fedavg", **{**kw, "rounds": 2}, out=out, checkpoint_every=1)
+    cfg = json.loads((out / "config.json").read_text())
+    del cfg["sampler"]  # as a release before the setting wrote it
+    (out / "config.json").write_text(json.dumps(cfg))
+    resumed = raycompo.resume(out, rounds=4)
+    assert resumed.status == "completed"
+    assert resumed.metrics["train_loss"].tolist() == straight.metrics["train_loss"].tolist()
+
+
+def test_a_sweep_from_before_the_default_changed_resumes_with_randperm():
+    from raycompo.tune.sweep import recorded_sampler
+
+    old = {"space": {"run": {}, "settings": {"tau": 2}}}
+    assert recorded_sampler(old)["space"]["run"] == {"sampler": "randperm"}
+    own = {"space": {"run": {}, "settings": {"sampler": "keyed"}}}
+    assert recorded_sampler(own)["space"]["run"] == {}  # the space's own choice stays
+    new = {"sampler": "keyed", "space": {"run": {}, "settings": {}}}
+    assert recorded_sampler(new)["space"]["run"] == {}  # recorded since: the default as it was

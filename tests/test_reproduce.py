@@ -92,6 +92,32 @@ def test_finished_runs_are_skipped_and_changed_ones_rerun(tmp_path):
     assert json.loads(cfg.read_text())["rounds"] == 3
 
 
+def test_a_claim_measured_with_randperm_runs_and_prints_it_and_a_sampler_change_reruns(tmp_path):
+    """Every committed report was measured with randperm (before 'keyed' was the default): its
+    claim's runs, its users' extra variants and its commands.sh lines draw with randperm, and
+    a finished run folder that names no sampler (written before the setting) counts as one."""
+    from dataclasses import replace
+
+    from raycompo.reproduce.claims import MEASURED_WITH_RANDPERM
+    from raycompo.reproduce.runner import command, is_done
+
+    assert MEASURED_WITH_RANDPERM <= set(CLAIMS)
+    jobs = plan(CLAIMS["feddro-thm41"], tmp_path, seeds=1, rounds=2)
+    assert {j.cfg.sampler for j in jobs} == {"randperm"}
+    assert all("--sampler randperm" in command(j) for j in jobs)
+    reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=2, workers=1, log=lambda s: None)
+    cfg = tmp_path / "runs" / "feddro-s0" / "config.json"
+    record = json.loads(cfg.read_text())
+    assert record["sampler"] == "randperm"
+    del record["sampler"]  # as a release before the setting wrote it: randperm all the same
+    cfg.write_text(json.dumps(record))
+    job = next(j for j in jobs if j.out.name == "feddro-s0")
+    assert is_done(job)
+    keyed = replace(CLAIMS["feddro-thm41"], sampler=None)  # re-run with the default
+    again = next(j for j in plan(keyed, tmp_path, seeds=1, rounds=2) if j.out.name == "feddro-s0")
+    assert again.cfg.sampler == "keyed" and "--sampler" not in command(again) and not is_done(again)
+
+
 def test_budgets_scale_and_settings_apply_where_known(tmp_path):
     jobs = plan(CLAIMS["scgdm-fig4"], tmp_path, seeds=1, rounds=20)
     assert {j.variant.label: (j.cfg.rounds, j.cfg.eval_every) for j in jobs} == {

@@ -30,7 +30,6 @@ from raycompo.problems.global_composition import (
 )
 from raycompo.settings import require
 
-
 PHI_STREAM = 9
 """The stream key of a chunk's read of its clients' whole data for Phi (`batched_phi_parts`)."""
 

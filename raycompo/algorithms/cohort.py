@@ -50,7 +50,7 @@ from raycompo.problems.oracle import add_rows, uncounted
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.settings import row_scalar
 from raycompo.tasks.base import ClientData, count_draws
-from raycompo.tasks.sampler import as_int64, keyed_indices
+from raycompo.tasks.sampler import DEFAULT_SAMPLER, as_int64, keyed_indices
 from raycompo.tasks.slab import PAD, DataSlab, common_slab
 
 
@@ -158,7 +158,7 @@ class CohortBatch:
         self._datas: list[ClientData] | None = None
         self._slab_of: tuple[tuple[DataSlab, np.ndarray] | None] | None = None
         self._whole: dict[tuple[int, int | None], np.ndarray] = {}
-        self.sampler: str = getattr(clients[0].data, "sampler", "randperm") if clients else "randperm"
+        self.sampler: str = getattr(clients[0].data, "sampler", DEFAULT_SAMPLER) if clients else DEFAULT_SAMPLER
         """How the chunk's mini-batches are drawn (`ClientData.sampler`: one per host)."""
 
     @property

@@ -51,6 +51,7 @@ from raycompo.bench.timing import engine_seconds_per_round, hand_loop_seconds_pe
 from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.federation import Federation
 from raycompo.errors import ConfigError
+from raycompo.tasks.sampler import DEFAULT_SAMPLER
 
 WORKLOADS: dict[str, dict[str, Any]] = {
     "logistic-784": {"n_features": 784, "n_classes": 10, "tau": 5, "batch_size": 32, "lr": 0.01},
@@ -60,7 +61,7 @@ ALGOS = {"fedavg": {}, "comfedl": {"gamma": 10.0}}
 
 
 def config(workload: str, algo: str, m: int, backend: str, vectorize: str, hosts: int = 2,
-           sampler: str = "randperm") -> RunConfig:
+           sampler: str = DEFAULT_SAMPLER) -> RunConfig:
     settings = {**WORKLOADS[workload], **ALGOS[algo], "n_clients": m, "clients_per_round": m}
     # Ray: a host that cannot start (no free CPU) or answer fails within 5 minutes, naming itself.
     extra = {"clients_per_actor": -(-m // hosts), "cpus_per_actor": 0.5, "host_timeout_s": 300.0} if backend == "ray" else {}
@@ -163,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch threads in this process (default: torch's choice)")
     p.add_argument("--cpu-time", action="store_true",
                    help="floor, hand and inline columns in this process's CPU seconds (ray columns stay wall clock)")
-    p.add_argument("--sampler", choices=("randperm", "keyed"), default="randperm",
+    p.add_argument("--sampler", choices=("randperm", "keyed"), default=DEFAULT_SAMPLER,
                    help="how the engine's runs draw clients' mini-batches (python -m raycompo.run --sampler); "
                         "the hand-written loops draw with randperm")
     p.add_argument("--floor-repeats", type=int, default=20, help="timings of the round's products; the floor is the best")

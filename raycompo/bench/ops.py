@@ -38,6 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation
 from raycompo.settings import parse_sets
+from raycompo.tasks.sampler import DEFAULT_SAMPLER
 
 ALGOS: dict[str, dict[str, Any]] = {
     "fedavg": {},
@@ -71,7 +72,7 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def config(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = "randperm") -> RunConfig:
+def config(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = DEFAULT_SAMPLER) -> RunConfig:
     """The run counted: `algo` on `synthetic`, inline, vectorize auto, m clients a round,
     mini-batches drawn by `sampler`."""
     cohort = {"clients_per_round": m} if algo in ALGOS else {}
@@ -123,7 +124,7 @@ def python_calls(fn: Callable[[], Any]) -> int:
     return calls - 1  # the call of sys.setprofile that removes the hook
 
 
-def measure(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = "randperm") -> dict[str, Any]:
+def measure(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = DEFAULT_SAMPLER) -> dict[str, Any]:
     """{'aten': total, 'by_op': Counter, 'py calls': total} of one counted round."""
     cfg = config(algo, m, sets, sampler)
     by_op = counted_round(cfg, aten_ops)
@@ -169,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algos", nargs="+", choices=[*ALGOS, *FULL], default=list(DEFAULT_ALGOS))
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="more task/algorithm settings for every run")
-    p.add_argument("--sampler", choices=("randperm", "keyed"), default="randperm",
+    p.add_argument("--sampler", choices=("randperm", "keyed"), default=DEFAULT_SAMPLER,
                    help="how clients' mini-batches are drawn (as python -m raycompo.run --sampler)")
     p.add_argument("--top", type=int, default=0, help="list the N aten operations that grow most with m")
     return p

@@ -48,6 +48,7 @@ from typing import Any
 
 from raycompo.bench.cohort import ALGOS, WORKLOADS
 from raycompo.configuration.config import RunConfig
+from raycompo.tasks.sampler import DEFAULT_SAMPLER
 
 GRIDS = {
     "fedavg": [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0],
@@ -57,7 +58,7 @@ GRIDS = {
 
 
 def configs(algo: str, workload: str, rounds: int, clients: int, m: int, seeds: int, eval_every: int,
-            sampler: str = "randperm") -> list[RunConfig]:
+            sampler: str = DEFAULT_SAMPLER) -> list[RunConfig]:
     base = {**WORKLOADS[workload], **ALGOS[algo], "n_clients": clients, "clients_per_round": m}
     return [RunConfig(task="synthetic", algo=algo, rounds=rounds, seed=seed, eval_every=eval_every, eval_clients=20,
                       backend="inline", vectorize="on", sampler=sampler, settings={**base, "lr": lr})
@@ -250,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--m", type=int, default=100, help="clients per round")
     p.add_argument("--seeds", type=int, default=1, help="seeds per step size")
     p.add_argument("--eval-every", type=int, default=10)
-    p.add_argument("--sampler", default="randperm", choices=["randperm", "keyed"], help="as raycompo.run's")
+    p.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=["randperm", "keyed"], help="as raycompo.run's")
     p.add_argument("--sweep", action="store_true", help="also the same grid as a sweep (raycompo.tune, inline), "
                    "--population 1 vs --population P, Tune's and Ray's start included")
     p.add_argument("--population", type=int, default=8, help="P of --sweep")

@@ -11,6 +11,7 @@ from raycompo.configuration.backends import backend_names
 from raycompo.costs.budget import check_budget
 from raycompo.errors import ConfigError
 from raycompo.settings import build, check_known, names, require
+from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
 
 BACKENDS = backend_names()
 """The backends' names, from the one registry in raycompo/configuration/backends.py."""
@@ -64,13 +65,13 @@ class RunConfig:
     vectorize_memory_mb: float = 512.0
     """Memory one host's batched chunk of clients may use; a larger share of a cohort runs
     as several chunks."""
-    sampler: str = "randperm"
+    sampler: str = DEFAULT_SAMPLER
     """How clients' mini-batch indices are drawn (`ClientData` batches; meta-learning tasks
-    draw their own): 'randperm' (`randperm(n_i)[:b]` from the generator of (seed, client,
-    round, step, stream): the draws of every reproduction so far) or 'keyed' (the b smallest
-    keyed hashes of that generator's seed and i, raycompo/tasks/sampler.py: a chunk's clients and
-    steps drawn in one call, the same indices on the CPU and on CUDA). A later release makes
-    'keyed' the default."""
+    draw their own): 'keyed' (the default: the b smallest keyed hashes of the generator of
+    (seed, client, round, step, stream) and i, raycompo/tasks/sampler.py: a chunk's clients
+    and steps drawn in one call, the same indices on the CPU and on CUDA) or 'randperm'
+    (`randperm(n_i)[:b]` from that generator: the draws of releases up to 0.1.1, which a
+    record without this field ran with)."""
     system: str | None = None
     """A simulated system (raycompo/system/, docs/system.md): a built-in profile name
     ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds
@@ -151,6 +152,13 @@ class RunConfig:
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> RunConfig:
+        """`from_dict` of a config a run recorded (config.json, sweep.json): a field it lacks
+        was not there when it ran, and takes the value that release ran with, not today's
+        default (`sampler`: 'randperm', tasks/sampler.py's RECORDED_BEFORE)."""
+        return cls.from_dict({"sampler": RECORDED_BEFORE, **d})
 
 
 @dataclass

@@ -155,7 +155,7 @@ def reproduce(name: str, out: str | Path | None = None, seeds: int | None = None
     (out / "commands.sh").write_text(commands(jobs))
     header = {"claim": name, "task": jobs[0].cfg.task, "seeds": seeds if seeds is not None else claim.seeds,
               "rounds": rounds or (claim.full.rounds if full and claim.full and claim.full.rounds else claim.rounds),
-              "full": full, "settings": settings or {}, "workers": workers}
+              "full": full, "settings": settings or {}, "workers": workers, "sampler": jobs[0].cfg.sampler}
     if extras:
         header["yours"] = [{"label": v.label, "algo": v.algo, "settings": v.settings} for v in extras]
     (out / "claim.json").write_text(json.dumps({**header, "source": claim.source, "title": claim.title}, indent=2, default=str) + "\n")

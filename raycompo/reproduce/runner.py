@@ -15,6 +15,7 @@ from typing import Any
 from raycompo.configuration.config import RunConfig, resolve
 from raycompo.errors import ConfigError
 from raycompo.reproduce.spec import LABEL, Claim, Variant
+from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
 
 FINISHED = ("completed", "diverged")
 """A run folder with this status (and the same config) is not run again: both are
@@ -115,6 +116,7 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
     if unused:
         raise ConfigError(f"--set {', '.join(sorted(unused))}: no run of claim {claim.name} on {task} has this setting")
     jobs = []
+    sampled = {"sampler": claim.sampler} if claim.sampler else {}  # the claim's, where its report was made with another
     for v in claim.variants:
         r = scaled(v.rounds or claim.rounds, target / claim.rounds)
         if v.eval_every:
@@ -126,7 +128,7 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=r, seed=seed, settings=settings, backend="inline",
                             eval_every=ev, data_dir=data_dir, system=v.system, budget=dict(v.budget), threads=1,
-                            **v.run, **v.transforms)
+                            **{**sampled, **v.run}, **v.transforms)
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     for v in extras:
         unknown = set(v.settings) - set(applicable(v.settings, task, v.algo))
@@ -136,7 +138,7 @@ def plan(claim: Claim, out: Path, seeds: int | None = None, rounds: int | None =
         settings = {**applicable(base_settings, task, v.algo), **applicable(extra or {}, task, v.algo), **v.settings}
         for seed in range(seeds if seeds is not None else claim.seeds):
             cfg = RunConfig(task=task, algo=v.algo, rounds=target, seed=seed, settings=settings, backend="inline",
-                            eval_every=ev, data_dir=data_dir, threads=1)
+                            eval_every=ev, data_dir=data_dir, threads=1, **sampled)
             jobs.append(Job(v, seed, cfg, out / "runs" / f"{v.label}-s{seed}"))
     return jobs
 
@@ -164,6 +166,8 @@ def command(job: Job) -> str:
         parts += ["--system", c.system]
     if c.budget:
         parts += ["--budget"] + [f"{k}={x:g}" for k, x in c.budget.items()]
+    if c.sampler != DEFAULT_SAMPLER:
+        parts += ["--sampler", c.sampler]
     for key, value in job.variant.run.items():  # --aggregation buffered --concurrency 10 --buffer 5, --log-events
         flag = f"--{key.replace('_', '-')}"
         parts += ([flag] if value else []) if isinstance(value, bool) else [flag, str(value)]
@@ -196,6 +200,8 @@ def is_done(job: Job) -> bool:
         return False
     defaults = RunConfig().to_dict()  # a variant's system, budget, aggregation...: a config.json without the key had the default
     if not all(cfg.get(k, defaults[k]) == want[k] for k in ("system", "budget", *job.variant.run)):
+        return False
+    if cfg.get("sampler", RECORDED_BEFORE) != want["sampler"]:  # a folder from before the setting drew with randperm
         return False
     if cfg.get("code"):  # the user's own class: its source changed since, so the run is stale
         from raycompo.configuration.plugins import changed_code

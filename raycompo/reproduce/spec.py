@@ -203,6 +203,10 @@ class Claim:
     """Where the claim as run diverges from the paper (shown in table.md and --list)."""
     alts: tuple[Alt, ...] = ()
     """Further verdicts with variants swapped (see `Alt`), one line each after the claim's."""
+    sampler: str | None = None
+    """The mini-batch sampler of every run (RunConfig.sampler; None: the run default, 'keyed'):
+    'randperm' for a claim whose committed report was measured before 'keyed' became the
+    default and was not re-run since, so that its command repeats its report's rows."""
 
     def __post_init__(self) -> None:
         labels = [v.label for v in self.variants]

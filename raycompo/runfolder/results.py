@@ -282,7 +282,7 @@ def resumed_config(folder: str | Path, rounds: int | None = None, changes: dict[
     from raycompo.configuration.config import RunConfig, resolve
 
     stored = read_config(folder)
-    cfg = RunConfig.from_dict(stored)
+    cfg = RunConfig.from_record(stored)
     new = dataclasses.replace(cfg, **{k: v for k, v in (changes or {}).items() if k not in DEFINING})
     defining = {k: v for k, v in (changes or {}).items() if k in DEFINING}
     differ = []

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from raycompo.models import FlatModel
 from raycompo.problems.oracle import wrap_oracles
 from raycompo.settings import row_scalar
-from raycompo.tasks.sampler import keyed_draw
+from raycompo.tasks.sampler import DEFAULT_SAMPLER, keyed_draw
 from raycompo.tasks.slab import SlabPlace
 
 ORACLES = ("loss", "sample_losses", "batched_losses", "batched_sample_losses")
@@ -66,7 +66,7 @@ class ClientData:
     """Where x and y are views of rows of a stacked `DataSlab` (set by the engine's data
     cache; `CohortBatch` then gathers a chunk's batches from the slab at once); None for
     data of their own."""
-    sampler: str = field(default="randperm", compare=False, repr=False)
+    sampler: str = field(default=DEFAULT_SAMPLER, compare=False, repr=False)
     """How `batch`, `outer_batch` and `indices` draw (`raycompo.tasks.sampler.SAMPLERS`): set by the host
     that holds the client, from the run's RunConfig.sampler."""
 

@@ -7,8 +7,9 @@ torch operations (`keyed_indices`: GROUPS groups of rows of similar n, about sum
 hashes, whatever r; a few rows on the CPU at once in numpy), and gives the same indices on
 the CPU and on CUDA, bit for bit (integer arithmetic only); one row alone (the per-client
 path, `keyed_draw`) is computed in numpy, the same bits. It is the run setting `sampler="keyed"`
-(RunConfig.sampler); "randperm" (the default) keeps the draws every reproduction was made
-with.
+(RunConfig.sampler), the default after release 0.1.1 (DEFAULT_SAMPLER); "randperm" keeps the
+draws of the releases up to it, which a run folder, checkpoint or sweep written by them records
+by leaving the setting out (RECORDED_BEFORE).
 
 The hash: with k = splitmix64(seed), h(seed, i) = splitmix64(k + i * GAMMA), the i-th output
 of the splitmix64 stream seeded at k (Steele et al. 2014). For a fixed seed it is a bijection
@@ -30,8 +31,13 @@ from raycompo.seeding import _M64, _splitmix64
 
 SAMPLERS = ("randperm", "keyed")
 """How a client's mini-batch indices are drawn from its generator (RunConfig.sampler):
-'randperm' (`randperm(n_i)[:b]`, the default every reproduction was made with) or 'keyed'
+'randperm' (`randperm(n_i)[:b]`, the draws of releases up to 0.1.1) or 'keyed'
 (`keyed_indices`)."""
+DEFAULT_SAMPLER = "keyed"
+"""RunConfig.sampler's default."""
+RECORDED_BEFORE = "randperm"
+"""The sampler of a record that names none (config.json, a checkpoint's fingerprint,
+sweep.json): one written before the setting existed or before 'keyed' was the default."""
 GAMMA = 0x9E3779B97F4A7C15
 """splitmix64's increment (odd): the stream's step between consecutive indices."""
 BLOCK_ELEMENTS = 2**24

@@ -43,6 +43,7 @@ from raycompo.configuration.backends import get_backend
 from raycompo.configuration.plugins import loaded
 from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
+from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
 from raycompo.tune.member_asha import asha_settings, start_rungs, stop_rungs
 from raycompo.tune.population import (
     auto_population,
@@ -194,7 +195,7 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         "task": space.full_task if opts.full else space.task, "rounds": opts.rounds or space.rounds,
         "seed": space.seed if opts.seed is None else opts.seed,
         "samples": opts.samples or space.samples, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "rank_at": opts.rank_at,
+        "rank_at": opts.rank_at, "sampler": DEFAULT_SAMPLER,
     }
     meta["space"]["name"] = space.name
     record_population(meta, space, opts, population, off)
@@ -300,7 +301,7 @@ def _prepare_resume(folder: str) -> tuple[Space, dict[str, Any], SweepStore]:
         missing = [k for k in RESUME_OPTIONS if k not in meta["options"]]
         if missing:
             raise KeyError(f"options lack {', '.join(missing)}")
-        space = Space.from_dict(meta["space"])
+        space = Space.from_dict(recorded_sampler(meta)["space"])
         load_plugins(space)
         validate(space, full=meta["options"]["full"], data_dir=meta["options"]["data_dir"], algorithms=meta["algorithms"])
         plan(space, meta, store)  # what is left: reads trials.csv's rows against the space
@@ -309,6 +310,16 @@ def _prepare_resume(folder: str) -> tuple[Space, dict[str, Any], SweepStore]:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise store.damaged(store.meta_path, f"{type(exc).__name__}: {exc}") from None
     return space, meta, store
+
+
+def recorded_sampler(meta: dict[str, Any]) -> dict[str, Any]:
+    """`meta` (sweep.json) whose space names the sampler its trials ran with: a sweep started
+    before 'keyed' was the default records no `sampler` and ran every trial with 'randperm'
+    (RECORDED_BEFORE), so its trials left run with it too (a space that sets one keeps it)."""
+    space = meta["space"]
+    if "sampler" not in meta and "sampler" not in {**space.get("run", {}), **space.get("settings", {})}:
+        space.setdefault("run", {})["sampler"] = RECORDED_BEFORE
+    return meta
 
 
 def trial_bundles(meta: dict[str, Any], n_clients: int) -> list[dict[str, float]]:
