@@ -22,25 +22,26 @@ def printed(out: str, algo: str) -> tuple[dict[int, tuple[int, int]], dict[str, 
 
 
 def test_counts_repeat_and_grow_by_the_printed_slope(capsys):
-    assert ops.main(["--quick", "--algos", "fedavg"]) == 0  # m = 4 and 8
+    """With `randperm` (a draw per client and step, so the counts grow with m)."""
+    assert ops.main(["--quick", "--algos", "fedavg", "--sampler", "randperm"]) == 0  # m = 4 and 8
     rows, slopes = printed(capsys.readouterr().out, "fedavg")
     assert sorted(rows) == [4, 8] and set(slopes) == {"aten", "py calls"}
-    again = ops.measure("fedavg", 4)
+    again = ops.measure("fedavg", 4, sampler="randperm")
     assert (again["aten"], again["py calls"]) == rows[4]  # deterministic: the same counts in a new run
     assert slopes["aten"] == (rows[8][0] - rows[4][0]) / 4 > 0
     # Every synthetic client holds more samples than a batch: each extra client adds the
     # same work, so the slope from m = 4 to 8 predicts m = 12 exactly.
-    twelve = ops.measure("fedavg", 12)
+    twelve = ops.measure("fedavg", 12, sampler="randperm")
     assert twelve["aten"] == rows[8][0] + 4 * slopes["aten"]
     assert twelve["py calls"] == rows[8][1] + 4 * slopes["py calls"]
 
 
 def test_an_extra_client_adds_only_its_draws():
-    """Per extra client of vectorized FedAvg (tau 20 steps, batch 10), only its sampler's
+    """Per extra client of vectorized FedAvg (tau 20 steps, batch 10) with `randperm`, only its sampler's
     `randperm` per step: the first b of the permutations are taken, and the chunk's rows of
     every step gathered from the host's data slab (one `index_select` of x and one of y),
     for the whole chunk at once."""
-    four, eight = ops.measure("fedavg", 4)["by_op"], ops.measure("fedavg", 8)["by_op"]
+    four, eight = (ops.measure("fedavg", m, sampler="randperm")["by_op"] for m in (4, 8))
     grown = {op: (eight[op] - four.get(op, 0)) / 4 for op in eight if eight[op] != four.get(op, 0)}
     assert grown == {"aten.randperm": 20.0}
 
