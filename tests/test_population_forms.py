@@ -57,7 +57,7 @@ def assert_population_is_each_alone(
 def test_feddro_step_sizes_and_their_drop_per_row():
     cfgs = [
         config("synthetic", "feddro", **DRO_SYN, beta=0.5, lr=lr, lr_decay_round=1, lr_decay=decay)
-        for lr, decay in ((0.05, 0.5), (0.2, 0.1), (500.0, 1.0))
+        for lr, decay in ((0.02, 0.5), (0.05, 0.1), (500.0, 1.0))
     ]
     assert_population_is_each_alone(cfgs, ["completed", "completed", "diverged"])
 
