@@ -97,6 +97,15 @@ def test_batched_equals_per_client(method):
     torch.testing.assert_close(vec.w, ref.w, rtol=1e-5, atol=1e-5)
     assert [r["bytes_up"] for r in vec_rows] == [r["bytes_up"] for r in ref_rows]
     assert [r["epsilon"] for r in vec_rows] == [r["epsilon"] for r in ref_rows]
+    # the error-feedback residuals: each client's the same, and kept as stacked rows
+    a, b = ref.pool.client_states(), vec.pool.client_states()
+    assert a.keys() == b.keys()
+    for cid in a:
+        assert list(a[cid].get("_uplink", {})) == list(b[cid].get("_uplink", {}))
+        for name, e in a[cid].get("_uplink", {}).items():
+            torch.testing.assert_close(b[cid]["_uplink"][name], e, rtol=1e-5, atol=1e-5)
+    if method != "qsgd:4":  # the methods with error feedback
+        assert a and vec.pool.host.states.get_many(sorted(b)) is not None
 
 
 def test_resume_is_exact_with_residuals_and_accountant():

@@ -69,7 +69,7 @@ def test_get_many_leaves_spilled_mixed_and_nested_states_to_per_client_reads():
     mixed.put(1, flat_state(1, dim=6))  # another layout
     assert mixed.get_many([0, 1]) is None and mixed.get_many([0]) is not None
     nested = StateStore()
-    nested.put(0, {"u_task": {1: torch.ones(2)}})
+    nested.put(0, {"u_task": {1: {2: torch.ones(2)}}})  # dicts in dicts
     scalar = StateStore()
     scalar.put(0, {"v": torch.ones(2), "t": 3})
     assert nested.get_many([0]) is None and scalar.get_many([0]) is None
@@ -110,6 +110,33 @@ def test_put_many_equals_put_with_mixed_layouts_and_spilling(budget):
         many.put_many([1, 2], {"v": torch.zeros(3, 3)})
     one.close()
     many.close()
+
+
+def test_a_dict_of_tensors_in_the_states_is_stacked_as_a_dict_of_rows():
+    """The uplink's residuals (a dict of tensors under one key): `put_many` of a dict of
+    (k, ...) rows stores what `put` of each state does, `get_many` reads it back as such
+    a dict, and a `ChunkState` of it gives each client's nested dict."""
+    ids = [3, 0, 5]
+    rows = {"v": torch.randn(3, 4), "_uplink": {"local:nw": torch.randn(3, 6), "local:n": torch.randn(3, 1, dtype=torch.float64)}}
+    one, many = StateStore(), StateStore()
+    for i, cid in enumerate(ids):
+        one.put(cid, {"v": rows["v"][i], "_uplink": {name: r[i] for name, r in rows["_uplink"].items()}})
+    many.put_many(ids, rows)
+    assert one.memory_bytes == many.memory_bytes
+    a, b = one.snapshot(), many.snapshot()
+    assert a.keys() == b.keys()
+    for cid in ids:
+        assert list(a[cid]) == list(b[cid]) == ["v", "_uplink"] and torch.equal(a[cid]["v"], b[cid]["v"])
+        assert list(a[cid]["_uplink"]) == list(b[cid]["_uplink"])
+        assert all(torch.equal(a[cid]["_uplink"][n], b[cid]["_uplink"][n]) for n in a[cid]["_uplink"])
+    got, present = one.get_many([5, 3])
+    assert present.all() and torch.equal(got["_uplink"]["local:nw"], rows["_uplink"]["local:nw"][[2, 0]])
+    chunk = ChunkState(2, got)
+    assert torch.equal(chunk[1]["_uplink"]["local:n"], rows["_uplink"]["local:n"][0])
+    with pytest.raises(ValueError, match="one level"):
+        many.put_many([1], {"u": {"a": {"b": torch.zeros(1, 2)}}})
+    with pytest.raises(ValueError, match="rows"):
+        ChunkState(3, {"_uplink": {"local:nw": torch.zeros(2, 3)}})
 
 
 def test_put_many_then_get_many_spans_arena_chunks():
@@ -240,11 +267,12 @@ def engine_calls(fn) -> Counter:
     return counts
 
 
-@pytest.mark.parametrize("algo", ["fedavg", "ditto"])
-def test_a_batched_round_makes_no_engine_call_per_client(algo):
+@pytest.mark.parametrize("algo,compress", [("fedavg", None), ("ditto", None), ("fedavg", {"*": "topk:0.05"})])
+def test_a_batched_round_makes_no_engine_call_per_client(algo, compress):
     """A vectorized round's contexts, states and costs: the engine's per-client functions are
-    called as often with 60 clients a round as with 20 (ditto's states stacked from round 2)."""
-    few, many = (ops.counted_round(ops.config(algo, m), engine_calls) for m in (20, 60))
+    called as often with 60 clients a round as with 20 (ditto's states stacked from round 2;
+    under top-k with error feedback, the clients' residuals stacked from round 2)."""
+    few, many = (ops.counted_round(ops.config(algo, m, compress=compress), engine_calls) for m in (20, 60))
     assert few == many
 
 

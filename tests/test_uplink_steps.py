@@ -14,7 +14,7 @@ import torch
 import raycompo
 from raycompo.compression.keys import VALUE
 from raycompo.compression.methods import parse_method
-from raycompo.compression.uplink import Clip, Compress, Uplink, UplinkStep, Upload
+from raycompo.compression.uplink import Clip, Compress, Kept, Uplink, UplinkStep, Upload
 from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.federation import Federation
 from raycompo.errors import ConfigError
@@ -138,6 +138,43 @@ def test_batched_equals_per_client_with_a_users_step():
     per_client, batched = rows("off"), rows("on")
     assert_rows_close(per_client, batched, tol=1e-5)
     assert [r["bytes_up"] for r in per_client] == [r["bytes_up"] for r in batched]
+
+
+def test_kept_rows_and_member_dicts_are_one_uplink_state():
+    """`Upload.kept` held as stacked rows (a batched chunk's residuals) reads and writes as
+    the k members' dicts do: zeros for a member without an entry, and a step that indexes
+    a member (a user's) sees the rows and keeps its writes."""
+    like = torch.zeros(3, 2)
+    dicts = Kept(3, members=[{"e": torch.ones(2)}, {}, {"e": torch.full((2,), 2.0)}])
+    assert torch.equal(dicts.rows("e", like), torch.tensor([[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]))
+    assert dicts.rows("f", like) is None and dicts.stacked() is None
+    rows = Kept(3, rows={"e": torch.arange(6.0).view(3, 2)})
+    assert torch.equal(rows.rows("e", like), torch.arange(6.0).view(3, 2)) and rows.rows("f", like) is None
+    rows.set_rows("f", torch.ones(3, 2))
+    assert list(rows.stacked() or {}) == ["e", "f"]
+    rows[1]["count"] = torch.ones(1)  # a member's dict: every member's made once, from the rows
+    assert rows.stacked() is None and torch.equal(rows[2]["e"], torch.tensor([4.0, 5.0])) and "count" in rows[1]
+    rows.set_rows("e", torch.zeros(3, 2))
+    assert all(torch.equal(m["e"], torch.zeros(2)) for m in rows) and "count" not in rows[0]
+
+
+def test_batched_equals_per_client_with_a_step_that_keeps_state():
+    """A user's step that writes each member's uplink state (`Count`) next to top-k's stacked
+    residuals: the same counts and residuals per client, vectorized or not."""
+    def states(vectorize: str) -> dict:
+        fed = Federation(config(vectorize=vectorize, compress={"*": "topk:0.2"}, uplink=[COUNT]))
+        try:
+            fed.run_rounds(3)
+            return fed.pool.client_states()
+        finally:
+            fed.close()
+
+    per_client, batched = states("off"), states("on")
+    assert per_client.keys() == batched.keys()
+    for cid, st in per_client.items():
+        assert list(st["_uplink"]) == list(batched[cid]["_uplink"]) == ["local:nw", "count"]
+        assert torch.equal(st["_uplink"]["count"], batched[cid]["_uplink"]["count"])
+        torch.testing.assert_close(batched[cid]["_uplink"]["local:nw"], st["_uplink"]["local:nw"], rtol=1e-5, atol=1e-5)
 
 
 def test_a_step_from_a_file_is_recorded_and_the_cli_takes_it(tmp_path):

@@ -26,12 +26,16 @@ class ChunkState(Sequence[State]):
     without has the empty state {} (its rows are filler, never read: `stacked` gives them
     the default)."""
 
-    def __init__(self, k: int, tensors: Mapping[Any, torch.Tensor] | None = None, present: torch.Tensor | None = None):
+    def __init__(self, k: int, tensors: Mapping[Any, Any] | None = None, present: torch.Tensor | None = None):
         self.k = k
-        self.tensors: dict[Any, torch.Tensor] = dict(tensors or {})
+        self.tensors: dict[Any, Any] = dict(tensors or {})
+        """{key: (k, ...) tensor}; a dict of them under a key that holds a dict of tensors
+        in each state (the uplink's residuals, which the engine keeps apart from the phase)."""
         for key, t in self.tensors.items():
-            if t.shape[:1] != (k,):
-                raise ValueError(f"ChunkState: {key!r} has shape {tuple(t.shape)}, not {k} rows")
+            for inner, rows in (t.items() if isinstance(t, dict) else ((None, t),)):
+                if rows.shape[:1] != (k,):
+                    raise ValueError(f"ChunkState: {key!r}{'' if inner is None else f'[{inner!r}]'} has shape "
+                                     f"{tuple(rows.shape)}, not {k} rows")
         if present is not None and bool(present.all()):
             present = None
         self.present = present
@@ -50,7 +54,8 @@ class ChunkState(Sequence[State]):
             return [self[j] for j in range(*i.indices(self.k))]
         if self.present is not None and not bool(self.present[i]):
             return {}
-        return {key: t[i].clone() for key, t in self.tensors.items()}
+        return {key: {inner: rows[i].clone() for inner, rows in t.items()} if isinstance(t, dict) else t[i].clone()
+                for key, t in self.tensors.items()}
 
     def __iter__(self) -> Iterator[State]:
         return (self[i] for i in range(self.k))

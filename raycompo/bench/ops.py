@@ -17,10 +17,13 @@ count to the smallest's beside the issue's targets (aten at most 1.2x, Python ca
 per extra client. `--top N` lists the N aten operations that grow most with m.
 
     python -m raycompo.bench ops [--m 10 100 1000] [--algos fedavg comfedl ditto] [--set KEY=VALUE ...] [--top 8]
-                                 [--sampler keyed]
+                                 [--sampler randperm] [--compress KEY=METHOD ...]
 
-`--sampler keyed` counts the runs with the keyed mini-batch sampler (RunConfig.sampler,
-raycompo/tasks/sampler.py): a chunk's draws in one call instead of a `randperm` per client and step.
+`--sampler randperm` counts the runs with the draws of releases up to 0.1.1 (RunConfig.sampler,
+raycompo/tasks/sampler.py): a `randperm` per client and step instead of a chunk's keyed draws in
+one call. `--compress` (as `python -m raycompo.run --compress`) counts the runs with their
+uploads compressed, e.g. `'*=topk:0.01'` (error feedback: the clients' residuals are read and
+written as stacked rows, engine/batched.py).
 
 Figures are printed, never asserted (tests/test_bench_ops.py checks the counts' properties).
 """
@@ -37,6 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation
+from raycompo.run import parse_compress
 from raycompo.settings import parse_sets
 from raycompo.tasks.sampler import DEFAULT_SAMPLER
 
@@ -72,13 +76,14 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def config(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = DEFAULT_SAMPLER) -> RunConfig:
+def config(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = DEFAULT_SAMPLER,
+           compress: dict[str, str] | None = None) -> RunConfig:
     """The run counted: `algo` on `synthetic`, inline, vectorize auto, m clients a round,
-    mini-batches drawn by `sampler`."""
+    mini-batches drawn by `sampler`, uploads compressed by `compress` (RunConfig.compress)."""
     cohort = {"clients_per_round": m} if algo in ALGOS else {}
     settings = {**ALGOS.get(algo, FULL.get(algo, {})), "n_clients": m, **cohort, **(sets or {})}
     return RunConfig(task="synthetic", algo=algo, rounds=10**6, eval_every=10**6, settings=settings,
-                     backend="inline", vectorize="auto", sampler=sampler)
+                     backend="inline", vectorize="auto", sampler=sampler, compress=dict(compress or {}))
 
 
 def counted_round(cfg: RunConfig, count: Callable[[Callable[[], Any]], Any]) -> Any:
@@ -124,9 +129,10 @@ def python_calls(fn: Callable[[], Any]) -> int:
     return calls - 1  # the call of sys.setprofile that removes the hook
 
 
-def measure(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = DEFAULT_SAMPLER) -> dict[str, Any]:
+def measure(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str = DEFAULT_SAMPLER,
+            compress: dict[str, str] | None = None) -> dict[str, Any]:
     """{'aten': total, 'by_op': Counter, 'py calls': total} of one counted round."""
-    cfg = config(algo, m, sets, sampler)
+    cfg = config(algo, m, sets, sampler, compress)
     by_op = counted_round(cfg, aten_ops)
     return {"aten": sum(by_op.values()), "by_op": by_op, "py calls": counted_round(cfg, python_calls)}
 
@@ -172,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="more task/algorithm settings for every run")
     p.add_argument("--sampler", choices=("randperm", "keyed"), default=DEFAULT_SAMPLER,
                    help="how clients' mini-batches are drawn (as python -m raycompo.run --sampler)")
+    p.add_argument("--compress", nargs="+", action="extend", default=[], metavar="KEY=METHOD",
+                   help="compress the uploads (as python -m raycompo.run --compress), e.g. '*=topk:0.01'")
     p.add_argument("--top", type=int, default=0, help="list the N aten operations that grow most with m")
     return p
 
@@ -183,10 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(ms) < 2:
         p.error("--m needs at least two values")
     sets = parse_sets(args.sets)
-    print(f"one round's counts (round 3 alone; inline, vectorize auto, task synthetic, sampler {args.sampler})")
+    compress = parse_compress(args.compress, "--compress")
+    shown = f", compress {' '.join(args.compress)}" if compress else ""
+    print(f"one round's counts (round 3 alone; inline, vectorize auto, task synthetic, sampler {args.sampler}{shown})")
     print(f"{'algo':<9} {'m':>6} {'aten':>9} {'py calls':>9} {'aten/m':>8} {'calls/m':>8}")
     for algo in args.algos:
-        counts = {m: measure(algo, m, sets, args.sampler) for m in ms}
+        counts = {m: measure(algo, m, sets, args.sampler, compress) for m in ms}
         for m in ms:
             c = counts[m]
             print(f"{algo:<9} {m:>6} {c['aten']:>9} {c['py calls']:>9} {c['aten'] / m:8.1f} {c['py calls'] / m:8.1f}",

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import torch
@@ -58,6 +60,58 @@ def with_residuals(state: dict[str, Any], residuals: dict[str, torch.Tensor]) ->
     return {**state, RESIDUALS: residuals} if residuals else state
 
 
+class Kept(Sequence[dict[str, torch.Tensor]]):
+    """The k members' uplink states (`Upload.kept`): a sequence of k dicts, {name: tensor},
+    as a step reads and writes them, held as stacked rows where they came so (a batched
+    chunk's states, `rows`: {name: (k, ...)}), so that `Compress` reads and writes each
+    name's rows with one operation, not one per member. Indexing a member makes every
+    member's dict once (the rows are then theirs, and a step's writes there are kept)."""
+
+    def __init__(self, k: int, members: Sequence[dict[str, torch.Tensor]] | None = None,
+                 rows: dict[str, torch.Tensor] | None = None):
+        self.k = k
+        self._rows: dict[str, torch.Tensor] | None = None if members is not None else dict(rows or {})
+        self._members: list[dict[str, torch.Tensor]] | None = None if members is None else [dict(m) for m in members]
+
+    def __len__(self) -> int:
+        return self.k
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.members()[i]
+
+    def members(self) -> list[dict[str, torch.Tensor]]:
+        """Each member's dict (made once from the rows: from then on the dicts hold them)."""
+        if self._members is None:
+            rows = self._rows or {}
+            self._members = [{name: r[i].clone() for name, r in rows.items()} for i in range(self.k)]
+            self._rows = None
+        return self._members
+
+    def rows(self, name: str, like: torch.Tensor) -> torch.Tensor | None:
+        """(k, d): each member's `name`, zeros (of `like`'s row) where a member has none;
+        None where no member has it."""
+        if self._rows is not None:
+            r = self._rows.get(name)
+            return None if r is None else r.to(like.device, like.dtype)
+        found = [m.get(name) for m in self._members or []]
+        if all(v is None for v in found):
+            return None
+        zero = torch.zeros(like.shape[1:], dtype=like.dtype, device=like.device)
+        return torch.stack([zero if v is None else v.to(like.device, like.dtype) for v in found])
+
+    def set_rows(self, name: str, rows: torch.Tensor) -> None:
+        """Member i's `name` becomes row i of `rows` (k, ...)."""
+        if self._rows is not None:
+            self._rows[name] = rows
+            return
+        for m, row in zip(self.members(), rows):
+            m[name] = row.clone()
+
+    def stacked(self) -> dict[str, torch.Tensor] | None:
+        """{name: (k, ...)} while held as rows (no member's dict made), else None."""
+        return self._rows
+
+
 @dataclass
 class Upload:
     """One exchange's contributions of k members as the steps see them (k = 1 on the
@@ -76,9 +130,10 @@ class Upload:
     weights: dict[str, torch.Tensor]
     """Each weight's rows (k, 1), by key; a declared weight a step replaces is decoded as
     replaced (Clip: 1)."""
-    kept: list[dict[str, torch.Tensor]]
+    kept: Kept
     """Each member's uplink state, {'phase:key' or a step's own name: tensor}, kept in its
-    client state (checkpointed; restored after a probe). A step writes it, never itself."""
+    client state (checkpointed; restored after a probe): a sequence of k dicts. A step
+    writes it, never itself."""
     moved: dict[str, torch.Tensor] = field(default_factory=dict)
     """What travels, {key: rows (k, d)}: the updates or values of the keys the steps act on."""
     encoded: dict[str, list[int]] = field(default_factory=dict)
@@ -145,19 +200,16 @@ class Compress(UplinkStep):
             self._checked.add((up.phase, key))
         name = f"{up.phase}:{key}"
         if method.feedback:
-            e = [r.get(name) for r in up.kept]
-            if any(v is not None for v in e):
-                x = x + torch.stack([v.to(x.device, x.dtype) if v is not None else torch.zeros(d, dtype=x.dtype,
-                                     device=x.device) for v in e])
+            e = up.kept.rows(name, x)
+            if e is not None:
+                x = x + e
         gens = None
         if method.name in ("qsgd", "randk"):
             tag = key_tag(up.phase, key)
             gens = [generator(self.seed, COMPRESS, cid, up.round_, call, tag) for cid, call in up.members]
         c = method.compress_rows(x, gens)
         if method.feedback:
-            left = x - c
-            for i, r in enumerate(up.kept):
-                r[name] = left[i].clone()
+            up.kept.set_rows(name, x - c)
         up.encoded[key] = [math.ceil(method.bits(d) / 8)] * len(up.members)
         return c
 
@@ -207,24 +259,25 @@ class Uplink:
         return self.contributions.get(phase, {}).get(key, VALUE)
 
     def apply(self, phase: str, round_: int, members: list[tuple[int, int]], out: dict[str, Any],
-              payload: dict[str, Any], residuals: list[dict[str, torch.Tensor]],
-              batched: bool) -> tuple[dict[str, Any], list[dict[str, torch.Tensor]], dict[str, list[int]]]:
+              payload: dict[str, Any], residuals: Kept | list[dict[str, torch.Tensor]],
+              batched: bool) -> tuple[dict[str, Any], Kept, dict[str, list[int]]]:
         """The decoded contribution of k members (`members`: (client id, its exchange
         number in this round)); `out` one member's contribution (`batched` False) or a
-        chunk's, each value (k, ...) or a list of k numbers. Returns (decoded contribution,
-        each member's new residuals, {key: each member's encoded bytes} for the compressed
-        keys)."""
+        chunk's, each value (k, ...) or a list of k numbers; `residuals` the members' uplink
+        states (a list of k dicts, or a `Kept` of stacked rows). Returns (decoded
+        contribution, the members' new uplink states, {key: each member's encoded bytes} for
+        the compressed keys)."""
         k = len(members)
-        if batched and any(isinstance(v, list) and any(isinstance(x, torch.Tensor) for x in v) for v in out.values()):
-            return self._member_by_member(phase, round_, members, out, payload, residuals)
+        kept = residuals if isinstance(residuals, Kept) else Kept(k, members=residuals)
+        if batched and any(isinstance(v, list) and any(map(isinstance, v, repeat(torch.Tensor))) for v in out.values()):
+            return self._member_by_member(phase, round_, members, out, payload, kept.members())
         rows = as_rows(out, k, batched)
         sent = {key: self.sent(phase, key) for key in rows}
         weights = {key: rows[key] for key, s in sent.items() if s.is_weight or any(t.weight == key for t in sent.values())}
-        up = Upload(phase, round_, members, out, rows, sent, weights, residuals)
+        up = Upload(phase, round_, members, out, rows, sent, weights, kept)
         touched = set().union(*(step.keys(up) for step in self.steps))
         if not touched:
-            return out, residuals, {}
-        up.kept = [dict(r) for r in residuals]
+            return out, kept, {}
         up.moved, refs = what_travels([key for key in rows if key in touched], sent, rows, weights, payload)
         for step in self.steps:
             up.moved = step.apply(up)
@@ -246,7 +299,7 @@ class Uplink:
                 encoded.setdefault(key, []).append(size)
         joined = {key: torch.stack([d[key] for d in decoded]) if isinstance(v, torch.Tensor)
                   else [d[key] for d in decoded] for key, v in out.items()}
-        return joined, new_res, encoded
+        return joined, Kept(len(members), members=new_res), encoded
 
 
 def as_rows(out: dict[str, Any], k: int, batched: bool) -> dict[str, torch.Tensor]:
@@ -258,7 +311,7 @@ def as_rows(out: dict[str, Any], k: int, batched: bool) -> dict[str, torch.Tenso
             rows[key] = v.detach().reshape(k, -1)
         elif not batched and isinstance(v, (int, float)) and not isinstance(v, bool):
             rows[key] = torch.tensor([[float(v)]], dtype=torch.float64)
-        elif batched and isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
+        elif batched and isinstance(v, list) and all(map(isinstance, v, repeat((int, float)))):
             rows[key] = torch.tensor([float(x) for x in v], dtype=torch.float64).view(k, 1)
     return rows
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
+from raycompo.algorithms.chunk_state import ChunkState, State
 from raycompo.algorithms.cohort import CohortBatch
-from raycompo.compression.uplink import split_residuals, with_residuals
+from raycompo.compression.uplink import RESIDUALS, Kept, split_residuals, with_residuals
 from raycompo.engine.ledger import MemberCosts, count_values, samples_read_many
 from raycompo.problems.oracle import metering
 from raycompo.watch.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
@@ -161,9 +162,9 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
         ids = [cid for cid, _ in chunk]
         ctxs, sizes = host.contexts(ids, round_, dispatch)
         states = host.chunk_states(ids, ctxs)
-        residuals: list[dict[str, Any]] = []
+        residuals: Kept | list[dict[str, Any]] = []
         if uplink is not None:
-            states, residuals = map(list, zip(*(split_residuals(st) for st in states)))  # type: ignore[assignment]
+            states, residuals = chunk_residuals(states)
         datas = [c.data for c in ctxs]
         read = samples_read_many(datas) if costs is not None else []
         calls = [0] * len(chunk)
@@ -178,11 +179,39 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
         encoded: dict[str, list[int]] = {}
         if uplink is not None:  # the chunk's contributions compressed and clipped as one batch (engine/transforms.py)
-            members = [(cid, host.exchange_number(cid, round_)) for cid, _ in chunk]
-            out, residuals, encoded = uplink.apply(phase, round_, members, out, payload, residuals, batched=True)
-            new_states = [with_residuals(st, res) for st, res in zip(new_states, residuals)]
+            members = list(zip(ids, host.exchange_numbers(ids, round_)))
+            out, kept, encoded = uplink.apply(phase, round_, members, out, payload, residuals, batched=True)
+            new_states = with_chunk_residuals(new_states, kept)
         book_chunk(host, phase, chunk, ctxs, out, new_states, reduce, result, costs, read, calls, encoded)
     return result
+
+
+def chunk_residuals(states: ChunkState | list[State]) -> tuple[ChunkState | list[State], Kept | list[dict[str, Any]]]:
+    """(the states the phase sees, the members' uplink states): a `ChunkState`'s stacked
+    residuals (`RESIDUALS`, a dict of (k, d) rows) as a `Kept` of rows, without a copy per
+    member; a list of states client by client (`split_residuals`)."""
+    if isinstance(states, ChunkState):
+        tensors = dict(states.tensors)
+        rows = tensors.pop(RESIDUALS, {})
+        return ChunkState(states.k, tensors, states.present), Kept(states.k, rows=rows)
+    split = [split_residuals(st) for st in states]
+    if not any(res for _, res in split):  # none kept yet (a first exchange): rows from the start
+        return [st for st, _ in split], Kept(len(split), rows={})
+    return [st for st, _ in split], [res for _, res in split]
+
+
+def with_chunk_residuals(states: ChunkState | list[State], kept: Kept) -> ChunkState | list[State]:
+    """The phase's new states with the members' uplink states (`with_residuals` of each):
+    stacked rows into a `ChunkState` where both are stacked and every member then has the
+    same keys, else client by client."""
+    rows = kept.stacked()
+    if rows is not None and not rows:  # nothing kept: the states as they are
+        return states
+    if isinstance(states, ChunkState) and rows is not None and (states.present is None or not states.tensors):
+        return ChunkState(states.k, {**states.tensors, RESIDUALS: rows})
+    if rows is not None and not isinstance(states, ChunkState) and not any(states):  # stateless members
+        return ChunkState(len(states), {RESIDUALS: rows})
+    return [with_residuals(st, res) for st, res in zip(states, kept.members())]
 
 
 def book_chunk(host: Any, phase: str, chunk: list[tuple[int, int]], ctxs: list[Any], out: dict[str, Any],

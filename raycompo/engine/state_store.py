@@ -26,9 +26,10 @@ How it is kept, so that a host can own 10^5 - 10^6 states:
 - **Stacked reads and writes.** `get_many(ids)` / `put_many(ids, tensors)` read and write a
   batched chunk's states as one (k, ...) tensor per key: a layout's rows are numpy arrays,
   so a fancy index of the chunk's rows (one per arena chunk they lie in) and one copy per
-  key, with no Python work per client (issue 41). Only where every state is in memory and
-  of one layout of top-level tensors; otherwise (spilled, mixed layouts, nested or scalar
-  entries) the caller reads client by client. Both leave recency and the budget as `get` /
+  key, with no Python work per client (issue 41); a dict of tensors in a state (the uplink's
+  residuals) is a dict of (k, ...) tensors. Only where every state is in memory and of one
+  layout of tensors and dicts of tensors; otherwise (spilled, mixed layouts, deeper nesting or
+  scalar entries) the caller reads client by client. Both leave recency and the budget as `get` /
   `put` of each client in order would (the budget enforced once, after the chunk).
 - **Ownership.** `put` copies the values in (detached; tensors may live on any device);
   `get` returns a fresh dict of fresh tensors (contiguous, requires_grad False, on the
@@ -99,6 +100,41 @@ def _layout(state: dict) -> tuple:
     return tuple(out)
 
 
+def _stacked_layout(tensors: dict, k: int) -> tuple[tuple, list[torch.Tensor]]:
+    """The layout of one row of `tensors` ({key: (k, ...) tensor, or a dict of them}) and
+    its tensors in the layout's (encoding) order, checked."""
+    layout, leaves = [], []
+    for key, t in tensors.items():
+        _check_key(key)
+        if type(t) is dict:
+            inner, more = _stacked_layout(t, k)
+            if any(entry[1] != _TENSOR for entry in inner):
+                raise ValueError(f"put_many: {key!r} nests dicts more than one level deep")
+            layout.append((key, _DICT, inner))
+            leaves += more
+            continue
+        if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[0] != k:
+            raise ValueError(f"put_many: {key!r} must be a tensor of {k} rows, got "
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        layout.append((key, _TENSOR, t.dtype, tuple(t.shape[1:])))
+        leaves.append(t)
+    return tuple(layout), leaves
+
+
+def _stacked_tree(tree: list, stacked: torch.Tensor, k: int) -> dict:
+    """{key: (k, ...) tensor, or a dict of them} of a flat spec's compiled `tree`, read from
+    the rows' bytes `stacked` (k, nbytes) uint8."""
+    out: dict[Any, Any] = {}
+    for entry in tree:
+        if entry[1] == _DICT:
+            out[entry[0]] = _stacked_tree(entry[2], stacked, k)
+            continue
+        key, _, off, n, dtype, shape, numel = entry
+        t = stacked[:, off:off + n].contiguous().view(-1).view(dtype) if n else torch.empty(0, dtype=dtype)
+        out[key] = t.view(k, *(shape if shape is not None else (numel,)))
+    return out
+
+
 class _Spec:
     """A compiled layout: byte offsets of every leaf in the row, and its decoder."""
 
@@ -139,8 +175,10 @@ class _Spec:
 
         self.tree = compile_(layout)
         self.nbytes = off
-        self.flat = all(entry[1] == _TENSOR for entry in layout)
-        """Whether every entry is a tensor at the top level (what `StateStore.get_many` stacks)."""
+        self.flat = all(entry[1] == _TENSOR or (entry[1] == _DICT and all(e[1] == _TENSOR for e in entry[2]))
+                        for entry in layout)
+        """Whether every entry is a tensor or a dict of tensors (the engine's uplink residuals):
+        what `StateStore.get_many` stacks."""
         # Chunks grow 1, 2, 4, ... rows up to rows_per_chunk (a power of two, about
         # _CHUNK_BYTES), then stay that size: a rare layout costs a few rows, not MiBs.
         self.log_rows = max(0, (_CHUNK_BYTES // max(off, 1)).bit_length() - 1)
@@ -358,14 +396,15 @@ class StateStore:
         self._memory_bytes += spec.nbytes
         self._enforce_budget()
 
-    def get_many(self, ids: list[int]) -> tuple[dict[Any, torch.Tensor], np.ndarray] | None:
+    def get_many(self, ids: list[int]) -> tuple[dict[Any, Any], np.ndarray] | None:
         """The states of `ids` (distinct) stacked: ({key: (k, ...) tensor on the store's
         device}, present (k,) bool), a client without a state a row of zeros that `present`
         marks False; read with one fancy index of the layout's rows (per arena chunk they lie
         in) and one copy per key. Each present client becomes the most recently used, as
         `get(cid)` for each of `ids` in order would make it. None (nothing read, recency
-        unchanged) where the states are not all in memory of one layout of top-level tensors
-        (spilled, mixed, nested or scalar entries): then read them client by client."""
+        unchanged) where the states are not all in memory of one layout of tensors and dicts
+        of tensors (spilled, mixed, deeper nesting or scalar entries): then read them client
+        by client. A dict of tensors in the states is a dict of (k, ...) tensors."""
         idx = np.asarray(ids, dtype=np.int64).reshape(-1)
         k = len(idx)
         where = np.zeros(k, dtype=np.int8)
@@ -393,35 +432,27 @@ class StateStore:
         stacked = torch.from_numpy(data)
         if self.device is not None and self.device.type != "cpu":
             stacked = stacked.to(self.device)
-        out: dict[Any, torch.Tensor] = {}
-        for key, _, off, n, dtype, shape, numel in spec.tree:
-            t = stacked[:, off:off + n].contiguous().view(-1).view(dtype) if n else torch.empty(0, dtype=dtype)
-            out[key] = t.view(k, *(shape if shape is not None else (numel,)))
-        return out, present
+        return _stacked_tree(spec.tree, stacked, k), present
 
-    def put_many(self, ids: list[int], tensors: dict[Any, torch.Tensor]) -> None:
+    def put_many(self, ids: list[int], tensors: dict[Any, Any]) -> None:
         """Store client ids[i]'s state as {key: tensors[key][i]} for every i (ids distinct;
-        tensors (k, ...), on any device): what `put(ids[i], ...)` for each i in order
+        tensors (k, ...), on any device, or dicts of them): what `put(ids[i], ...)` for each i in order
         stores, written with one copy per key and one fancy index of the layout's rows
         (per arena chunk). The budget is enforced once, after all of them."""
         idx = np.asarray(ids, dtype=np.int64).reshape(-1)
         k = len(idx)
-        for key, t in tensors.items():
-            _check_key(key)
-            if not isinstance(t, torch.Tensor) or t.dim() < 1 or t.shape[0] != k:
-                raise ValueError(f"put_many: {key!r} must be a tensor of {k} rows, got "
-                                 f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        layout, leaves = _stacked_layout(tensors, k)
         if not k:
             return
         if (idx < 0).any():
             raise ValueError(f"client ids are non-negative ints, got {int(idx[idx < 0][0])}")
         if len(np.unique(idx)) != k:
             raise ValueError("put_many: client ids must be distinct")
-        spec = self._intern(tuple((key, _TENSOR, t.dtype, tuple(t.shape[1:])) for key, t in tensors.items()))
+        spec = self._intern(layout)
         self._grow(int(idx.max()))
         self._drop_many(idx)
         data = torch.zeros((k, spec.nbytes), dtype=torch.uint8)
-        for (off, n), t in zip(spec.tensors, tensors.values()):
+        for (off, n), t in zip(spec.tensors, leaves):
             if n:
                 t = t.detach()
                 if t.is_complex():
