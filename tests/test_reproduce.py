@@ -12,6 +12,7 @@ from raycompo.errors import RaycompoError
 from raycompo.reproduce import CLAIMS, reproduce
 from raycompo.reproduce.runner import plan
 from raycompo.watch.stats import mean_ci
+from tests.doc_pages import ROOT
 
 FILES = ("table.csv", "table.md", "figure.png", "commands.sh", "verdict.txt")
 
@@ -92,17 +93,37 @@ def test_finished_runs_are_skipped_and_changed_ones_rerun(tmp_path):
     assert json.loads(cfg.read_text())["rounds"] == 3
 
 
-def test_a_claim_measured_with_randperm_runs_and_prints_it_and_a_sampler_change_reruns(tmp_path):
-    """Every committed report was measured with randperm (before 'keyed' was the default): its
-    claim's runs, its users' extra variants and its commands.sh lines draw with randperm, and
-    a finished run folder that names no sampler (written before the setting) counts as one."""
-    from dataclasses import replace
-
+def test_each_committed_report_names_the_sampler_its_claim_runs_with():
+    """A claim whose committed report was measured with randperm (MEASURED_WITH_RANDPERM)
+    runs with it, and its report's claim.json and commands.sh say so; a claim re-run with the
+    keyed default runs with it, and its report says keyed."""
     from raycompo.reproduce.claims import MEASURED_WITH_RANDPERM
-    from raycompo.reproduce.runner import command, is_done
 
     assert MEASURED_WITH_RANDPERM <= set(CLAIMS)
-    jobs = plan(CLAIMS["feddro-thm41"], tmp_path, seeds=1, rounds=2)
+    reports = sorted(p.parent for p in (ROOT / "reproductions").glob("*/claim.json"))
+    assert len(reports) >= len(CLAIMS)
+    for folder in reports:
+        record = json.loads((folder / "claim.json").read_text())
+        claim = CLAIMS[record["claim"]]
+        expected = "randperm" if claim.name in MEASURED_WITH_RANDPERM else "keyed"
+        assert claim.sampler == ("randperm" if expected == "randperm" else None), claim.name
+        assert record["sampler"] == expected, folder.name
+        lines = [line for line in (folder / "commands.sh").read_text().splitlines() if "raycompo.run" in line]
+        assert lines and all(("--sampler randperm" in line) == (expected == "randperm") for line in lines), folder.name
+
+
+def test_a_claim_measured_with_randperm_runs_and_prints_it_and_a_sampler_change_reruns(tmp_path, monkeypatch):
+    """A claim whose committed report was measured with randperm (before 'keyed' was the
+    default): its runs, its users' extra variants and its commands.sh lines draw with
+    randperm, and a finished run folder that names no sampler (written before the setting)
+    counts as one."""
+    from dataclasses import replace
+
+    from raycompo.reproduce.runner import command, is_done
+
+    pinned = replace(CLAIMS["feddro-thm41"], sampler="randperm")  # as claims.py pins such a claim
+    monkeypatch.setitem(CLAIMS, "feddro-thm41", pinned)
+    jobs = plan(pinned, tmp_path, seeds=1, rounds=2)
     assert {j.cfg.sampler for j in jobs} == {"randperm"}
     assert all("--sampler randperm" in command(j) for j in jobs)
     reproduce("feddro-thm41", out=tmp_path, seeds=1, rounds=2, workers=1, log=lambda s: None)
