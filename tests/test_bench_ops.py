@@ -72,3 +72,16 @@ def test_a_keyed_pdsgd_round_does_not_grow_with_the_clients():
     twenty, sixty = ops.measure("pdsgd", 20, None, "keyed"), ops.measure("pdsgd", 60, None, "keyed")
     assert twenty["by_op"] == sixty["by_op"]
     assert twenty["py calls"] == sixty["py calls"]
+
+
+def test_an_extra_sinusoid_client_adds_only_its_task_draws():
+    """The Local-SCGD family vectorized (`bench ops --algos local-moml`, maml-sinusoid): per
+    extra client only its meta-batches' draws grow (per task: a `rand` of its points, their
+    targets A sin(x + b pi / 5), the support / query cuts); its per-task states are rows of the
+    chunk's states, read and written once per step (algorithms/task_states.py), not a moving
+    average per task (which would add more `mul` than the draws' two per task)."""
+    five, ten = (ops.measure("local-moml", m)["by_op"] for m in (5, 10))
+    grown = {op: ten[op] - five.get(op, 0) for op in ten if ten[op] != five.get(op, 0)}
+    assert set(grown) == {"aten.slice", "aten.randperm", "aten.rand", "aten.mul", "aten.add", "aten.sin"}
+    assert grown["aten.rand"] == grown["aten.sin"] > 0 and grown["aten.mul"] == grown["aten.add"] == 2 * grown["aten.sin"]
+    assert ops.config("local-moml", 5).task == "maml-sinusoid" and ops.config("local-moml", 5).vectorize == "on"

@@ -223,14 +223,18 @@ def test_per_task_states_persist_across_rounds(algo, extra, averaged):
     )
     fed = Federation(cfg)
     fed.run_round()
-    first = {k: v.clone() for k, v in fed.client_state(0)["u_task"].items()}
+    first = fed.client_state(0)
     fed.run_round()
-    second = fed.client_state(0)["u_task"]
-    owned = set(fed.pool.host.clients[0].task_ids)
-    # one state per task of the client's own tasks (all sampled: batch_size None) ...
-    assert set(first) == set(second) == owned
+    second = fed.client_state(0)
+    owned = len(fed.pool.host.clients[0].task_ids)
+    slots = fed.pool.host.task.max_tasks_per_client  # 25 tasks over 2 clients: 13
+    # one state per task, a row of u_task by the client's own tasks (all sampled: batch_size None) ...
+    for state in (first, second):
+        assert state["u_task"].shape == (slots, first["u_task"].shape[1])
+        assert state["u_seen"].tolist() == [True] * owned + [False] * (slots - owned)
+        assert not state["u_task"][owned:].any()
     # ... kept by the client and updated round after round
-    assert all(not torch.equal(first[k], second[k]) for k in first)
+    assert all(not torch.equal(first["u_task"][j], second["u_task"][j]) for j in range(owned))
     assert set(fed.state) == averaged  # per-task states are never averaged; SCGDM's m is
 
 
@@ -293,4 +297,62 @@ def test_sinusoid_defaults_to_per_task_states(extra, per_task, averaged):
     fed = Federation(cfg)
     fed.run_round()
     assert set(fed.state) == averaged
-    assert bool(fed.client_state(0)["u_task"]) is per_task
+    state = fed.client_state(0)
+    assert ("u_seen" in state) is per_task and isinstance(state["u_task"], torch.Tensor) is per_task
+
+
+PER_TASK = {**SMALL_SINE, "n_clients": 3, "p": 2, "batch_size": 2}
+"""Per-task states on 3 clients of 9, 8 and 8 tasks (rows of 9: the most one client owns)."""
+
+
+@pytest.mark.parametrize("vectorize", ["off", "on"])
+def test_per_task_states_of_an_earlier_release_resume_to_the_same_numbers(vectorize):
+    """A checkpoint of release 0.1.1 holds per-task states as a dict by task id (`u_task`, no
+    `u_seen`): restored, they are read as the same rows, and the run goes on exactly as one
+    that was never interrupted."""
+    cfg = RunConfig(task="maml-sinusoid", algo="local-moml", rounds=4, backend="inline", vectorize=vectorize,
+                    settings=PER_TASK)
+    whole = Federation(cfg)
+    whole.run_rounds(4)
+    first = Federation(cfg)
+    first.run_rounds(2)
+    ckpt = first.checkpoint()
+    for cid, state in ckpt["client_states"].items():  # as 0.1.1 wrote them
+        ids = first.pool.host.clients[cid].task_ids
+        rows, seen = state.pop("u_task"), state.pop("u_seen")
+        state["u_task"] = {tid: rows[j].clone() for j, tid in enumerate(ids) if seen[j]}
+        assert state["u_task"]  # each client sampled some of its tasks
+    second = Federation(cfg)
+    second.restore(ckpt)
+    second.run_rounds(2)
+    assert torch.equal(second.w, whole.w)
+    for cid, state in whole.pool.client_states().items():
+        again = second.pool.client_states()[cid]
+        assert torch.equal(state["u_task"], again["u_task"]) and torch.equal(state["u_seen"], again["u_seen"])
+
+
+def test_a_chunks_per_task_states_are_read_and_written_as_stacked_rows(monkeypatch):
+    """Vectorized, a chunk's per-task states are (k, T, d) rows read from the state store at
+    once from round 2 on, and the run's model and states equal the per-client run's."""
+    from raycompo.engine.state_store import StateStore
+
+    reads = []
+    get_many = StateStore.get_many
+
+    def counted(self, ids):
+        got = get_many(self, ids)
+        reads.append(got is not None and "u_task" in got[0])
+        return got
+
+    cfg = RunConfig(task="maml-sinusoid", algo="local-scgdm", rounds=3, backend="inline", settings=PER_TASK)
+    ref = Federation(dataclasses.replace(cfg, vectorize="off"))
+    ref.run_rounds(3)
+    monkeypatch.setattr(StateStore, "get_many", counted)
+    vec = Federation(dataclasses.replace(cfg, vectorize="on"))
+    vec.run_rounds(3)
+    assert any(reads)
+    torch.testing.assert_close(vec.w, ref.w, rtol=1e-5, atol=1e-6)
+    for cid, state in ref.pool.client_states().items():
+        got = vec.pool.client_states()[cid]
+        assert list(got) == list(state) and torch.equal(got["u_seen"], state["u_seen"])
+        torch.testing.assert_close(got["u_task"], state["u_task"], rtol=1e-5, atol=1e-6)

@@ -20,7 +20,8 @@ Inner state `u` is either one estimate shared by all of a client's tasks (u in R
 the mean of the sampled tasks' inner values enters the average; Algorithm 1 as
 written) or one estimate u_i per task i (`per_task`, MOML and section 5.1's fair
 comparison), created by line 3's rule the first time task i is sampled, and kept in
-the owning client's persistent state for the whole run. Per-task states are never
+the owning client's persistent state for the whole run (rows of one tensor per client:
+algorithms/task_states.py). Per-task states are never
 averaged: every task lives on exactly one client.
 
 The engine's round is one communication period: p local steps, then the server
@@ -35,8 +36,11 @@ from typing import Any, ClassVar
 
 import torch
 
+from raycompo.algorithms import task_states
 from raycompo.algorithms.base import Algorithm, Buffered, client_phase
+from raycompo.algorithms.chunk_state import ChunkState
 from raycompo.algorithms.cohort import batched_phase
+from raycompo.algorithms.task_states import U_SEEN, U_TASK
 from raycompo.compression.keys import WEIGHT, update
 from raycompo.errors import ConfigError
 from raycompo.problems import maml_batched
@@ -116,11 +120,6 @@ def moving_average(old: torch.Tensor | None, new: torch.Tensor, weight: Any) -> 
     return (1 - weight) * old + weight * new
 
 
-def row_of(value: Any, i: int) -> Any:
-    """Row i's value of a coefficient: a number as it is, a population's (k,) tensor's entry."""
-    return value[i] if isinstance(value, torch.Tensor) else value
-
-
 class LocalCompositional(Algorithm):
     """Base of the four variants: a subclass sets `name`, `Settings` and `recurrence`."""
     contributions = {"local": {"x": update("w"), "m": update("m"), "u": update("u"), "count": WEIGHT}}
@@ -191,13 +190,15 @@ class LocalCompositional(Algorithm):
 
     # --- client: p local steps, lines 2-11 --------------------------------------------
     def init_client_state(self, c):
-        return {"u_task": {}}  # per-task inner states u_i, by task id (per_task only)
+        return {U_TASK: {}}  # none yet; per_task: rows (algorithms/task_states.py) once sampled
 
     @client_phase("local")
     def client_local(self, c, state, payload):
         r = self.recurrence()
         x, m, u = payload["w"], payload.get("m"), payload.get("u")
-        u_task: dict[Any, torch.Tensor] = dict(state["u_task"])  # a new state, not edited in place
+        if r.per_task:  # u_i of the client's j-th task in row j (copies: a new state)
+            u_rows, seen = task_states.rows_of(state, c.data.task_ids, task_states.slots(self.task, c.data.task_ids), x)
+            row = task_states.position(c.data.task_ids)
         for t in range(self.s.p):
             first = payload["t0"] + t == 0  # global iteration t = 0: lines 3-5
             tasks = c.data.batch(c.rng(t), self.s.batch_size)
@@ -206,8 +207,10 @@ class LocalCompositional(Algorithm):
                 hats = ys
             elif r.per_task:  # u_i <- (1 - c_u) u_i + c_u g_i(x); u_i = g_i(x) when new
                 for s, y in zip(tasks, ys):
-                    u_task[s.key] = moving_average(u_task.get(s.key), y, r.inner)
-                hats = [u_task[s.key] for s in tasks]
+                    j = row[s.key]
+                    u_rows[j] = moving_average(u_rows[j] if seen[j] else None, y, r.inner)
+                    seen[j] = True
+                hats = list(u_rows[[row[s.key] for s in tasks]])
             else:  # lines 3 / 7 with the meta-batch mean of the inner values
                 u = moving_average(None if first else u, torch.stack(ys).mean(0), r.inner)
                 hats = [u] * len(tasks)
@@ -222,13 +225,15 @@ class LocalCompositional(Algorithm):
             out["m"] = m
         if "u" in r.averages:
             out["u"] = u
-        kept = {k: v for k, v in (("m", m), ("u", u)) if v is not None}  # m, u: for inspection
-        return out, {**state, "u_task": u_task, **kept}
+        kept = {U_TASK: u_rows, U_SEEN: seen} if r.per_task else {}
+        kept.update((k, v) for k, v in (("m", m), ("u", u)) if v is not None)  # m, u: for inspection
+        return out, {**state, **kept}
 
     # --- the same p local steps for a chunk of clients at once (algorithms/cohort.py) ------
     # A row is (a client's iterate, one task of its meta-batch); the inner maps and their
-    # pull-backs of all rows run as one vmap (problems/maml_batched.py), the per-task
-    # states stay a Python dict per client, as above. In a population's chunk (each variant
+    # pull-backs of all rows run as one vmap (problems/maml_batched.py), and the sampled
+    # tasks' per-task states are read and written as rows of the chunk's (k, T, d) states
+    # with one indexed operation each (algorithms/task_states.py). In a population's chunk (each variant
     # declares `population_phases`) the coefficients s, c_u, c_m are (k,) tensors, one per
     # client row (`row_algorithm`), and the payload's x, m-bar, u-bar each row's trial's.
     @batched_phase("local")
@@ -239,7 +244,10 @@ class LocalCompositional(Algorithm):
             return None if v is None else cb.broadcast(v)
 
         x, m, u = cb.broadcast(payload["w"]), rows_of(payload.get("m")), rows_of(payload.get("u"))
-        u_task: list[dict[Any, torch.Tensor]] = [dict(s["u_task"]) for s in states]
+        if r.per_task:  # (k, T, d) and (k, T): the chunk's per-task states, as (k T) rows
+            u_rows, seen, row = self._task_rows(cb, states, x)
+            width = u_rows.shape[1]
+            u_flat, seen_flat = u_rows.view(k * width, -1), seen.view(-1)
         for t in range(self.s.p):
             first = payload["t0"] + t == 0
             draws = [c.data.batch(c.rng(t), self.s.batch_size) for c in cb.clients]
@@ -252,10 +260,12 @@ class LocalCompositional(Algorithm):
             ys = maml_batched.inner_values(self.problem, xr, support)
             if r.inner is None:
                 hats = ys
-            elif r.per_task:
-                for j, (i, s) in enumerate(tasks):
-                    u_task[i][s.key] = moving_average(u_task[i].get(s.key), ys[j].clone(), row_of(r.inner, i))
-                hats = torch.stack([u_task[i][s.key] for i, s in tasks])
+            elif r.per_task:  # the sampled tasks' rows, read and written at once (distinct within a step)
+                at = owner * width + torch.tensor([row[i][s.key] for i, s in tasks], device=x.device)
+                weight = r.inner[owner] if isinstance(r.inner, torch.Tensor) else r.inner
+                hats = torch.where(seen_flat[at].unsqueeze(1), moving_average(u_flat[at], ys, weight), ys)
+                u_flat[at] = hats
+                seen_flat[at] = True
             else:
                 u = moving_average(None if first else u, maml_batched.row_means(ys, owner, k), r.inner)
                 hats = u[owner]
@@ -267,6 +277,19 @@ class LocalCompositional(Algorithm):
             out["m"] = m
         if "u" in r.averages:
             out["u"] = u
-        kept = {key: cb.rows(v) for key, v in (("m", m), ("u", u)) if v is not None}
-        return out, [{**st, "u_task": u_task[i], **{key: rows[i] for key, rows in kept.items()}}
-                     for i, st in enumerate(states)]
+        kept = {U_TASK: u_rows, U_SEEN: seen} if r.per_task else {}
+        kept.update((key, v) for key, v in (("m", m), ("u", u)) if v is not None)
+        return out, cb.new_states(states, kept)
+
+    def _task_rows(self, cb, states, x) -> tuple[torch.Tensor, torch.Tensor, list[dict[int, int]]]:
+        """(u_task (k, T, d), u_seen (k, T), each client's {task id: row}) of a chunk: a
+        `ChunkState`'s stacked rows as they are (copied: the phase writes them), else client
+        by client (`task_states.rows_of`: a state of an earlier release, or none yet)."""
+        ids = [c.data.task_ids for c in cb.clients]
+        if isinstance(states, ChunkState) and isinstance(states.tensors.get(U_TASK), torch.Tensor) and states.present is None:
+            u_rows, seen = states.tensors[U_TASK].clone(), states.tensors[U_SEEN].clone()
+        else:
+            width = max(task_states.slots(self.task, tids) for tids in ids)
+            parts = [task_states.rows_of(st, tids, width, x[0]) for st, tids in zip(states, ids)]
+            u_rows, seen = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+        return u_rows.to(x.device, x.dtype), seen.to(x.device), [task_states.position(tids) for tids in ids]

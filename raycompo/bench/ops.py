@@ -3,7 +3,8 @@ grows with the number of clients, counted, not timed.
 
 For each algorithm, inline with `--vectorize auto` on task `synthetic`, at m clients per
 round (the population is m clients; an algorithm without a cohort, e.g. FedDRO, takes all
-n_clients = m each round):
+n_clients = m each round); the Local-SCGD family on `maml-sinusoid` with `--vectorize on`
+(m <= 25):
 
   aten         aten operations of one round: every call a `TorchDispatchMode` sees
   py calls     the interpreter's function calls of one round: `sys.setprofile`'s 'call' and
@@ -17,6 +18,7 @@ count to the smallest's beside the issue's targets (aten at most 1.2x, Python ca
 per extra client. `--top N` lists the N aten operations that grow most with m.
 
     python -m raycompo.bench ops [--m 10 100 1000] [--algos fedavg comfedl ditto] [--set KEY=VALUE ...] [--top 8]
+    python -m raycompo.bench ops --algos local-moml local-scgdm --m 5 25
                                  [--sampler randperm] [--compress KEY=METHOD ...]
 
 `--sampler randperm` counts the runs with the draws of releases up to 0.1.1 (RunConfig.sampler,
@@ -57,6 +59,12 @@ settings here."""
 FULL: dict[str, dict[str, Any]] = {"feddro": {}, "pdsgd": {}, "fastdro": {}, "mbsgd-co": {}, "fedavg-co": {}}
 """Algorithms that take every client each round (n_clients = m), batched on `synthetic`."""
 
+META: dict[str, dict[str, Any]] = {"local-moml": {}, "local-scgdm": {}, "local-scgd": {}, "local-bsgd": {}}
+"""The Local-SCGDM paper's family, on `maml-sinusoid` (n_clients = m, at most 25: its 25
+training tasks) with `--vectorize on`: `auto` keeps these vmap models per client on the CPU
+(configuration/vectorize.py); all m clients take part every round."""
+META_TASK = "maml-sinusoid"
+
 DEFAULT_ALGOS = ("fedavg", "comfedl", "ditto")
 TARGETS = {"aten": 1.2, "py calls": 2.0}
 """The issue's targets: the largest m's count at most this many times the smallest's."""
@@ -81,9 +89,10 @@ def config(algo: str, m: int, sets: dict[str, Any] | None = None, sampler: str =
     """The run counted: `algo` on `synthetic`, inline, vectorize auto, m clients a round,
     mini-batches drawn by `sampler`, uploads compressed by `compress` (RunConfig.compress)."""
     cohort = {"clients_per_round": m} if algo in ALGOS else {}
-    settings = {**ALGOS.get(algo, FULL.get(algo, {})), "n_clients": m, **cohort, **(sets or {})}
-    return RunConfig(task="synthetic", algo=algo, rounds=10**6, eval_every=10**6, settings=settings,
-                     backend="inline", vectorize="auto", sampler=sampler, compress=dict(compress or {}))
+    settings = {**ALGOS.get(algo, FULL.get(algo, META.get(algo, {}))), "n_clients": m, **cohort, **(sets or {})}
+    task, vectorize = (META_TASK, "on") if algo in META else ("synthetic", "auto")
+    return RunConfig(task=task, algo=algo, rounds=10**6, eval_every=10**6, settings=settings,
+                     backend="inline", vectorize=vectorize, sampler=sampler, compress=dict(compress or {}))
 
 
 def counted_round(cfg: RunConfig, count: Callable[[Callable[[], Any]], Any]) -> Any:
@@ -173,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--m", type=int, nargs="+", default=[10, 100, 1000], help="clients per round (at least 2 values)")
     p.add_argument("--quick", action="store_true", help="m = 4 and 8 (a check of the bench itself)")
-    p.add_argument("--algos", nargs="+", choices=[*ALGOS, *FULL], default=list(DEFAULT_ALGOS))
+    p.add_argument("--algos", nargs="+", choices=[*ALGOS, *FULL, *META], default=list(DEFAULT_ALGOS),
+                   help=f"algorithms counted; {', '.join(META)} on {META_TASK}, where m <= 25")
     p.add_argument("--set", dest="sets", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="more task/algorithm settings for every run")
     p.add_argument("--sampler", choices=("randperm", "keyed"), default=DEFAULT_SAMPLER,
@@ -190,10 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     ms = sorted(set([4, 8] if args.quick else args.m))
     if len(ms) < 2:
         p.error("--m needs at least two values")
+    if any(a in META for a in args.algos) and ms[-1] > 25:
+        p.error(f"{', '.join(a for a in args.algos if a in META)} run on {META_TASK}, of at most 25 clients: "
+                f"give --m at most 25 (e.g. --m 5 25)")
     sets = parse_sets(args.sets)
     compress = parse_compress(args.compress, "--compress")
     shown = f", compress {' '.join(args.compress)}" if compress else ""
-    print(f"one round's counts (round 3 alone; inline, vectorize auto, task synthetic, sampler {args.sampler}{shown})")
+    where = "task synthetic" + (f" (the Local-SCGD family: {META_TASK}, vectorize on)" if any(a in META for a in args.algos) else "")
+    print(f"one round's counts (round 3 alone; inline, vectorize auto, {where}, sampler {args.sampler}{shown})")
     print(f"{'algo':<9} {'m':>6} {'aten':>9} {'py calls':>9} {'aten/m':>8} {'calls/m':>8}")
     for algo in args.algos:
         counts = {m: measure(algo, m, sets, args.sampler, compress) for m in ms}

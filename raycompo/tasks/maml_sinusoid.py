@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 X_RANGE = (-5.0, 5.0)
 FIGURE1_TASK = (2.5, 1.5)  # (A, b) of the unseen task in the paper's Figure 1
+TRAINING_TASKS = 25  # (A, b) in {1..5} x {1..5}
 
 
 def sinusoid(
@@ -184,6 +185,11 @@ class MamlSinusoid(MetaTask):
     @property
     def n_clients(self) -> int:
         return self.settings.n_clients
+
+    @property
+    def max_tasks_per_client(self) -> int:
+        """The most training tasks one client owns: the 25 spread evenly (`partition`)."""
+        return -(-TRAINING_TASKS // self.settings.n_clients)
 
     def build_module(self) -> nn.Module:
         h = self.settings.hidden

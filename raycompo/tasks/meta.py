@@ -34,7 +34,9 @@ class MetaTask(Task):
 
     capabilities = frozenset({"composition"})
     """Tasks with a finite set of training tasks with ids (needed by per-task states) add
-    'task_ids'."""
+    'task_ids': each client then has `task_ids`, and the task may say
+    `max_tasks_per_client` (so that every client's per-task states have one layout:
+    algorithms/task_states.py)."""
     default_metric = ("val_loss", "min")
     vmap_meta_batches: ClassVar[bool] = False
     """Whether all clients' meta-batch tasks share their support and query shapes and the
