@@ -155,6 +155,39 @@ def test_a_package_installed_after_the_first_look_is_found(tmp_path, monkeypatch
     assert "scgd-late" in raycompo.list_algorithms()
 
 
+def test_an_entry_point_edited_in_place_or_another_current_folder_is_seen(tmp_path, monkeypatch):
+    """The key of the entry points' cache changes when a distribution's entry_points.txt is
+    rewritten in place (its folder's time does not change) and, for sys.path's '' entry, when
+    the current directory is another one."""
+    import os
+
+    pkg = tmp_path / "mylab_edit"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    shutil.copy(EXAMPLE, pkg / "algos.py")
+    _dist(tmp_path, "[raycompo.algorithms]\nscgd-a = mylab_edit.algos:ScgdMomentum\n", name="mylab_edit")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "scgd-a" in raycompo.list_algorithms()
+    points = tmp_path / "mylab_edit-1.0.dist-info" / "entry_points.txt"
+    before = os.stat(tmp_path).st_mtime_ns
+    points.write_text("[raycompo.algorithms]\nscgd-a = mylab_edit.algos:ScgdMomentum\nscgd-b = mylab_edit.algos:ScgdMomentum\n")
+    stamp = os.stat(points).st_mtime_ns + 10**9  # a second later, whatever the file system's clock resolution
+    os.utime(points, ns=(stamp, stamp))
+    assert os.stat(tmp_path).st_mtime_ns == before  # the folder looks unchanged
+    assert {"scgd-a", "scgd-b"} <= set(raycompo.list_algorithms())
+    here, there = tmp_path / "here", tmp_path / "there"
+    for folder, name in ((here, "scgd-here"), (there, "scgd-there")):
+        folder.mkdir()
+        _dist(folder, f"[raycompo.algorithms]\n{name} = mylab_edit.algos:ScgdMomentum\n", name=name.replace("-", "_"))
+        os.utime(folder, ns=(before, before))  # the two folders at the same time
+    monkeypatch.syspath_prepend("")
+    monkeypatch.chdir(here)
+    assert "scgd-here" in raycompo.list_algorithms()
+    monkeypatch.chdir(there)
+    names = raycompo.list_algorithms()
+    assert "scgd-there" in names and "scgd-here" not in names
+
+
 def test_entry_point_shadowing_a_builtin_is_an_error(tmp_path, monkeypatch):
     _dist(tmp_path, "[raycompo.algorithms]\ncomfedl = raycompo.algorithms.fedavg:FedAvg\n", name="shadow")
     monkeypatch.syspath_prepend(str(tmp_path))

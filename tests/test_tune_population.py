@@ -352,6 +352,12 @@ def test_the_default_turns_populations_off_where_they_cannot_run_and_says_why(tm
     with pytest.raises(ConfigError, match="--population 3 .*--backend inline"):
         prepare(SweepOptions(space="sinusoid", backend="ray", out=str(tmp_path / "d"), population=3))
     assert not any((tmp_path / n).exists() for n in "abcd")  # prepare writes nothing
+    # a sweep of populations resumed with a tracker: refused as a new one is
+    _, meta, store = prepare(SweepOptions(space="sinusoid", out=str(tmp_path / "e"), population=3))
+    store.write_meta(meta)
+    assert prepare(SweepOptions(), resume=str(tmp_path / "e"))[1]["population"] == 3
+    with pytest.raises(ConfigError, match="--population 3 .*--tracker mlflow"):
+        prepare(SweepOptions(), resume=str(tmp_path / "e"), trackers=["mlflow"])
 
 
 @pytest.mark.slow

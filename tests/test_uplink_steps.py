@@ -43,6 +43,16 @@ class Half(UplinkStep):
         return {key: 0.5 * rows for key, rows in up.moved.items()}
 
 
+class Reset(UplinkStep):
+    """What travels unchanged; each member's uplink state replaced by a new list of dicts."""
+
+    name = "reset"
+
+    def apply(self, up: Upload) -> dict[str, torch.Tensor]:
+        up.kept = [{"seen": torch.ones(1)} for _ in up.members]  # type: ignore[assignment]
+        return up.moved
+
+
 class Count(UplinkStep):
     """What travels unchanged; each member counts its uploads in its uplink state."""
 
@@ -175,6 +185,19 @@ def test_batched_equals_per_client_with_a_step_that_keeps_state():
         assert list(st["_uplink"]) == list(batched[cid]["_uplink"]) == ["local:nw", "count"]
         assert torch.equal(st["_uplink"]["count"], batched[cid]["_uplink"]["count"])
         torch.testing.assert_close(batched[cid]["_uplink"]["local:nw"], st["_uplink"]["local:nw"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("vectorize", ["off", "on"])
+def test_a_step_may_set_the_uplink_state_to_a_list_of_dicts(vectorize):
+    """A user's step that sets `up.kept` to a new list of the members' dicts (as before it was
+    a `Kept`): kept in each client's state, per client and vectorized alike."""
+    fed = Federation(config(vectorize=vectorize, uplink=["tests.test_uplink_steps:Reset"]))
+    try:
+        fed.run_rounds(2)
+        states = fed.pool.client_states()
+    finally:
+        fed.close()
+    assert states and all(list(s["_uplink"]) == ["seen"] for s in states.values())
 
 
 def test_a_step_from_a_file_is_recorded_and_the_cli_takes_it(tmp_path):

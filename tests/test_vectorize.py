@@ -396,6 +396,38 @@ def test_batched_full_parts_equal_per_client_with_lambda_per_row(objective):
     assert all(d.samples_read == 0 for d in cb.data)  # an evaluation's read: not counted
 
 
+@pytest.mark.parametrize("objective,phi_chunk,fits", [("kl", 16, True), ("chi2", 16, True), ("kl", 1024, False)])
+def test_batched_phi_parts_client_by_client_keep_each_rows_lambda(objective, phi_chunk, fits, monkeypatch):
+    """Where a client's data is more than one `phi_chunk` (or the chunk's read does not fit),
+    `batched_phi_parts` reads client by client, in `phi_chunk` pieces as the per-client path
+    does (the same batches, also for a model with batch statistics): a population's row i
+    still with its own lam and KL shift (`GlobalComposition.row`)."""
+    from dataclasses import replace
+
+    from raycompo.algorithms.co_common import GlobalCOSettings
+    from raycompo.algorithms.feddro import FedDRO
+    from raycompo.problems.global_composition import full_parts
+
+    x, y = torch.randn(300, 7), torch.arange(300) % 4
+    cls = raycompo.task_from_arrays(x, y, n_clients=5, partition="dirichlet", name="dro-pieces")
+    task = resolve(RunConfig(task=cls, algo="feddro", backend="inline")).make_task()
+    lams, shifts = [1.0, 1.5, 2.0, 4.0, 8.0], [0.0, 0.5, 0.0, 1.0, 0.2]
+    settings = GlobalCOSettings(objective=objective, lam=3.0, phi_chunk=phi_chunk)
+    rows = replace(settings, lam=torch.tensor(lams), kl_shift=torch.tensor(shifts))
+    ctxs = [ClientCtx(cid, d, round=0, seed=1) for cid, d in enumerate(task.clients(list(range(5))))]
+    cb = CohortBatch(ctxs, task, torch.device("cpu"))
+    reads = []
+    monkeypatch.setattr(CohortBatch, "whole", lambda self, *a, **k: reads.append(a) if fits else None)
+    w = torch.randn(task.model.dim) * 0.3
+    parts, _ = FedDRO(rows, task).batched_phi_parts(cb, [{}] * 5, {"w": w})
+    assert (max(cb.sizes) > phi_chunk) is fits and not reads  # more than a phi_chunk: never read whole
+    for i, c in enumerate(ctxs):
+        alone = FedDRO(replace(settings, lam=lams[i], kl_shift=shifts[i]), task).problem
+        ref = full_parts(alone, w, c.data.x, c.data.y, settings.phi_chunk)
+        for key, value in ref.items():
+            torch.testing.assert_close(parts[key][i].reshape(value.shape), value, rtol=1e-5, atol=1e-6)
+
+
 def test_padded_rows_never_reach_the_objective():
     """KL's exp(l / lam) of a padded row (zero inputs, label 0) may overflow where the
     client's real rows do not; the batched parts stay those of the real rows."""

@@ -83,7 +83,8 @@ class GlobalCOAlgorithm(Algorithm):
         form, `batched_phi_parts` (batched phases are not inherited otherwise: base.py)."""
         super().__init_subclass__(**kwargs)
         trains_batched = any(phase != "evaluate" for phase in cls.batched_phases)
-        if trains_batched and cls.phases.get("phi_parts") == "client_phi_parts" and "phi_parts" not in cls.batched_phases:
+        inherits = getattr(cls, cls.phases.get("phi_parts", ""), None) is GlobalCOAlgorithm.client_phi_parts
+        if trains_batched and inherits and "phi_parts" not in cls.batched_phases:
             cls.batched_phases = {**cls.batched_phases, "phi_parts": "batched_phi_parts"}
 
     @classmethod
@@ -134,13 +135,15 @@ class GlobalCOAlgorithm(Algorithm):
     @batched_phase("phi_parts")
     def batched_phi_parts(self, cb, states, payload):
         """client_phi_parts for a chunk: each client's full-data parts from one padded read of
-        the chunk's whole data (not counted: an evaluation), or client by client where it
-        does not fit. A population's rows each at its trial's x-bar, with its trial's lam."""
+        the chunk's whole data (not counted: an evaluation), where every client's data is one
+        `phi_chunk` (what the per-client path computes at once: the same batch, also for a
+        model with batch statistics, and no more memory per client) and the read fits; else
+        client by client. A population's rows each at its trial's x-bar, with its trial's lam."""
         w = cb.broadcast(payload["w"])
-        whole = cb.whole(PHI_STREAM, count=False)
+        whole = cb.whole(PHI_STREAM, count=False) if max(cb.sizes) <= self.s.phi_chunk else None
         if whole is not None:
             return global_batched.full_parts(cb.task, self.problem, w, whole, self.s.grad_norm_metric), states
-        rows = [full_parts(self.problem, w[i], d.x, d.y, self.s.phi_chunk, self.s.grad_norm_metric)
+        rows = [full_parts(self.problem.row(i), w[i], d.x, d.y, self.s.phi_chunk, self.s.grad_norm_metric)
                 for i, d in enumerate(cb.data)]
         return {k: torch.stack([r[k] for r in rows]) for k in rows[0]}, states
 

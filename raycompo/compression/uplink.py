@@ -281,6 +281,8 @@ class Uplink:
         up.moved, refs = what_travels([key for key in rows if key in touched], sent, rows, weights, payload)
         for step in self.steps:
             up.moved = step.apply(up)
+        if not isinstance(up.kept, Kept):  # a user's step that set a list of dicts there
+            up.kept = Kept(k, members=up.kept)
         return decode(up, refs, k, batched), up.kept, up.encoded
 
     def _member_by_member(self, phase: str, round_: int, members: list[tuple[int, int]], out: dict[str, Any],

@@ -40,6 +40,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -141,23 +142,36 @@ def entry_points(kind: str) -> list[EntryPoint]:
     return out
 
 
-_INSTALLED: dict[tuple[tuple[str, float], ...], metadata.EntryPoints] = {}
+_INSTALLED: dict[tuple[Any, ...], metadata.EntryPoints] = {}
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return -1.0
+
+
+def _folder_state(folder: str) -> tuple[Any, ...]:
+    """What decides a `sys.path` folder's entry points: its absolute path (the current
+    directory for ''), its modification time (a distribution installed or removed) and each
+    of its distributions' entry_points.txt's (one edited in place)."""
+    path = os.path.abspath(folder or ".")
+    try:
+        with os.scandir(path) as entries:
+            metas = sorted(e.name for e in entries if e.name.endswith((".dist-info", ".egg-info")))
+    except OSError:  # a zip, or gone
+        return (path, _mtime(path))
+    return (path, _mtime(path), tuple(_mtime(os.path.join(path, name, "entry_points.txt")) for name in metas))
 
 
 def _entry_points_installed() -> metadata.EntryPoints:
-    """Every installed distribution's entry points, read once per state of `sys.path`: its
-    folders and their modification times (a package installed since, or a folder added,
-    changes the key). Reading them costs about 16 ms (a file per distribution), and every
-    run names its task and algorithm."""
-    import os
-
-    def mtime(folder: str) -> float:
-        try:
-            return os.stat(folder or ".").st_mtime
-        except OSError:
-            return -1.0
-
-    key = tuple((folder, mtime(folder)) for folder in sys.path)
+    """Every installed distribution's entry points, read once per state of `sys.path`
+    (`_folder_state` of each folder: a package installed since, a folder added, an
+    entry_points.txt edited in place or another current directory changes the key). Reading
+    them costs about 16 ms (a file per distribution), and every run names its task and
+    algorithm; the key, a few stat calls per folder."""
+    key = tuple(_folder_state(folder) for folder in sys.path)
     found = _INSTALLED.get(key)
     if found is None:
         _INSTALLED.clear()

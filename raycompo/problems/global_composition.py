@@ -26,6 +26,7 @@ Pure torch, no Ray.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,6 +84,14 @@ class GlobalComposition:
     def grad_f_rows(self, y: torch.Tensor) -> torch.Tensor:
         """grad f at each row of y (k, d_g), row i with the objective's row-i parameters."""
         return vmap(self.grad_f)(y)
+
+    def row(self, i: int) -> GlobalComposition:
+        """The objective of row i alone: itself, or where it is `per_row` a copy with row i's
+        values as numbers (a client's own data read apart from the chunk's rows)."""
+        if not self.per_row:
+            return self
+        values = {name: float(v[i]) for name in ("lam", "shift") if isinstance(v := getattr(self, name, None), torch.Tensor)}
+        return dataclasses.replace(self, **values)  # type: ignore[type-var]
 
 
 def _per_sample(v: torch.Tensor) -> torch.Tensor:

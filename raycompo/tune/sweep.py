@@ -148,7 +148,7 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
     (`default_population`: `trackers`, the sweep's --tracker, turn it off). Raises ConfigError
     / DataUnavailableError."""
     if resume:
-        return _prepare_resume(resume)
+        return _prepare_resume(resume, trackers)
     if opts.search not in SEARCHES:
         raise ConfigError(f"unknown --search {opts.search!r}; choose one of: {', '.join(SEARCHES)}")
     if opts.scheduler not in SCHEDULERS:
@@ -195,7 +195,8 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         "task": space.full_task if opts.full else space.task, "rounds": opts.rounds or space.rounds,
         "seed": space.seed if opts.seed is None else opts.seed,
         "samples": opts.samples or space.samples, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "rank_at": opts.rank_at, "sampler": DEFAULT_SAMPLER,
+        "rank_at": opts.rank_at,
+        "sampler": DEFAULT_SAMPLER,  # the default a trial draws with where the space sets none (`recorded_sampler`)
     }
     meta["space"]["name"] = space.name
     record_population(meta, space, opts, population, off)
@@ -289,9 +290,10 @@ def member_asha(meta: dict[str, Any]) -> bool:
     return meta["options"]["scheduler"] == "asha" and meta.get("population", 1) > 1
 
 
-def _prepare_resume(folder: str) -> tuple[Space, dict[str, Any], SweepStore]:
+def _prepare_resume(folder: str, trackers: Sequence[str] = ()) -> tuple[Space, dict[str, Any], SweepStore]:
     """The sweep in `folder`, checked the way `run_sweep` will read it, before anything is
-    written: a damaged file is one ConfigError naming it."""
+    written: a damaged file is one ConfigError naming it; its populations refuse `trackers`
+    as a new sweep's do (`check_population_run`)."""
     store = SweepStore(folder)
     if not store.exists():
         raise ConfigError(f"--resume {folder}: no sweep there (no sweep.json)")
@@ -305,6 +307,7 @@ def _prepare_resume(folder: str) -> tuple[Space, dict[str, Any], SweepStore]:
         load_plugins(space)
         validate(space, full=meta["options"]["full"], data_dir=meta["options"]["data_dir"], algorithms=meta["algorithms"])
         plan(space, meta, store)  # what is left: reads trials.csv's rows against the space
+        check_population_run(meta, trackers)
     except ConfigError as exc:
         raise ConfigError(f"--resume {folder}: sweep.json describes a sweep that cannot run: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
