@@ -210,7 +210,8 @@ class LocalCompositional(Algorithm):
                     j = row[s.key]
                     u_rows[j] = moving_average(u_rows[j] if seen[j] else None, y, r.inner)
                     seen[j] = True
-                hats = list(u_rows[[row[s.key] for s in tasks]])
+                hats = [u_rows[row[s.key]].clone() for s in tasks]  # each its own storage, as a new u_i was:
+                # a row's offset in u_rows changes the products' rounding (their alignment)
             else:  # lines 3 / 7 with the meta-batch mean of the inner values
                 u = moving_average(None if first else u, torch.stack(ys).mean(0), r.inner)
                 hats = [u] * len(tasks)
