@@ -29,32 +29,10 @@ LSE = "with normalizer=lse (eq. (5), our stable option; the paper's settings oth
 
 CLAIMS: dict[str, Claim] = {}
 
-MEASURED_WITH_RANDPERM = frozenset({
-    "comfedl-fig2",
-    "comfedl-fig3",
-    "comfedl-tau-cost",
-    "compress-fedavg",
-    "compress-scgdm-inner",
-    "damaml-fig4",
-    "damaml-fig5",
-    "damaml-fig6",
-    "dp-dro",
-    "fedbuff-speed",
-    "feddro-cost",
-    "feddro-fig1",
-    "feddro-fig2",
-    "feddro-fig3",
-    "feddro-thm41",
-    "scgdm-cost",
-    "scgdm-fig2",
-    "scgdm-fig3",
-    "scgdm-fig4",
-    "scgdm-fig5",
-    "scgdm-stale",
-    "system-drop-vs-wait",
-})
+MEASURED_WITH_RANDPERM: frozenset[str] = frozenset()
 """Claims whose committed report (reproductions/<name>/, or its docs/reproductions.md section)
-was measured before 'keyed' became the default sampler: every one so far. They run with
+was measured before 'keyed' became the default sampler and not re-run since (the others were
+re-run on 28 November 2026: docs/reproductions.md, "Re-run with the keyed sampler"). They run with
 'randperm' (`Claim.sampler`), so that their commands repeat their reports' rows, until a
 report is re-run with the default and its name leaves this set (the reports made with `--set`,
 comfedl-fig3-lse and damaml-fig5-lse, run their claim's runs: pinned with it)."""
