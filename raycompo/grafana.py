@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,11 +203,15 @@ def check_url(url: Any, where: str = "url") -> str:
 
 
 def check_prometheus(url: str, *, scrape_s: float = 15.0, range_s: float = 1800.0,
-                     timeout: float = 10.0) -> list[tuple[Query, int]]:
-    """Evaluate every query of the shipped panel at the Prometheus at `url` (its
-    /api/v1/query), once with each variable at 'All' and once per run there (each
-    combination of the variables' labels on their metric's series, as picking that run in
-    Grafana's menus would). Returns (query, number of series answered).
+                     timeout: float = 10.0, now: float | None = None) -> list[tuple[Query, int]]:
+    """Evaluate every query of the shipped panel at the Prometheus at `url` as Grafana's
+    time-series panels do: /api/v1/query_range over the last `range_s` seconds (ending
+    `now`, default the clock's time) in steps of $__interval, once with each variable at
+    'All' and once per run there (each combination of the variables' labels on their
+    metric's series in that range, as picking that run in Grafana's menus would). Returns
+    (query, number of series answered). A run that ended within the range answers: Ray
+    drops a gauge about two report intervals after its process stops setting it, so an
+    instant query would find a finished run's gauges gone, while its graph still shows them.
 
     ConfigError for a `url` or `scrape_s` that cannot be right; RuntimeError when the
     server's replies are not the Prometheus API's; OSError when it cannot be reached."""
@@ -214,9 +219,12 @@ def check_prometheus(url: str, *, scrape_s: float = 15.0, range_s: float = 1800.
     scrape_s = check_scrape_interval(scrape_s)
     dash = load_dashboard()
     names = variables(dash)
+    end = time.time() if now is None else float(now)
+    span = {"start": f"{end - range_s:.3f}", "end": f"{end:.3f}"}
+    step = rate_interval(scrape_s, range_s)[0]
     runs: set[tuple[str, ...]] = set()
     for metric in {metric for metric, _ in names.values()}:
-        found = prometheus_get(url, "/api/v1/series", {"match[]": metric}, timeout)
+        found = prometheus_get(url, "/api/v1/series", {"match[]": metric, **span}, timeout)
         if not isinstance(found, list) or not all(isinstance(s, dict) for s in found):
             raise RuntimeError(f"{url}: not the Prometheus HTTP API (/api/v1/series answered {str(found)[:60]}, "
                                "not a list of label sets)")
@@ -227,9 +235,9 @@ def check_prometheus(url: str, *, scrape_s: float = 15.0, range_s: float = 1800.
     out = []
     for chosen in choices:
         for q in queries(dash, chosen, scrape_s, range_s):
-            data = prometheus_get(url, "/api/v1/query", {"query": q.promql}, timeout)
+            data = prometheus_get(url, "/api/v1/query_range", {"query": q.promql, **span, "step": step}, timeout)
             if not isinstance(data, dict) or not isinstance(data.get("result"), list):
-                raise RuntimeError(f"{url}: not the Prometheus HTTP API (/api/v1/query answered {str(data)[:60]}, "
+                raise RuntimeError(f"{url}: not the Prometheus HTTP API (/api/v1/query_range answered {str(data)[:60]}, "
                                    "not an object with a 'result' list)")
             out.append((q, len(data["result"])))
     return out
@@ -245,7 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--print-path", action="store_true", help="print the packaged dashboard's path and exit")
     p.add_argument("--check", metavar="PROMETHEUS_URL", default=None,
                    help="instead of installing: evaluate every query of the panel at this Prometheus (e.g. "
-                        "http://127.0.0.1:9090), for 'All' and for each run there; exit 1 if one answers nothing")
+                        "http://127.0.0.1:9090) over the dashboard's last 30 minutes, as its graphs do, for "
+                        "'All' and for each run there; exit 1 if one answers nothing")
     p.add_argument("--scrape-interval", type=float, default=15.0, metavar="S",
                    help="--check: the scrape interval Grafana's data source assumes (default 15 s, Grafana's)")
     return p

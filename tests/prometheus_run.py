@@ -2,7 +2,9 @@
 127.0.0.1, scraping this Ray's metrics export port every second, storage in a temporary
 folder), start a Ray of its own with that export port, run a small federation on it, then
 evaluate every query of the shipped Grafana panel through Prometheus's HTTP API
-(`raycompo.grafana.check_prometheus`) until each answers or the wait ends. Prometheus is
+(`raycompo.grafana.check_prometheus`: range queries over the last 30 minutes, as the
+panel's graphs ask) until each answers or the wait ends, starting `--after` seconds after
+the run ended (its gauges then gone from an instant query). Prometheus is
 stopped at the end whatever happens. Prints one line `RESULT {json}`
 (tests/test_prometheus.py runs it in a subprocess with a timeout).
 
@@ -81,6 +83,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--prometheus", default="prometheus")
     p.add_argument("--wait", type=float, default=90.0, help="seconds for every query to answer")
+    p.add_argument("--after", type=float, default=5.0, help="seconds to wait after the run ends before checking")
     args = p.parse_args()
     import ray
 
@@ -101,6 +104,9 @@ def main() -> None:
         out["status"], out["rounds"] = result.status, int(result.final["round"])
         from raycompo.grafana import main as grafana_main
 
+        # check a finished run, as a user would: past Ray's gauge lifetime (two report
+        # intervals), so that its gauges are gone from the instant view and only a range finds them
+        time.sleep(args.after)
         t_run = time.perf_counter()
         answers: list = []
         out["cli_check_exit"] = None
@@ -111,16 +117,17 @@ def main() -> None:
                 out["last_error"] = str(exc)
             per_run = [q for q, _ in answers if 'namespace=~"raycompo-' in q.promql]  # the run picked, not 'All'
             if answers and per_run and all(n > 0 for _, n in answers):
-                # the command line's check (as docs/watching.md runs it) right after, while the
-                # run's last scrapes are within its rate() windows: on a loaded machine a later
-                # check can find a 4-scrape window past the run's end, as a Grafana graph would
+                # the command line's check, as docs/watching.md runs it after the run
                 out["cli_check_exit"] = grafana_main(["--check", url, "--scrape-interval", "1"])
                 if out["cli_check_exit"] == 0:
                     break
             time.sleep(1.0)
         out["answered_after_s"] = time.perf_counter() - t_run
         out["queries"] = [{"panel": q.panel, "promql": q.promql, "series": n} for q, n in answers]
-        rows = urllib.request.urlopen(url + "/api/v1/query?query=ray_raycompo_round", timeout=10).read()
+        # the last round the run reported (an instant query of the gauge itself finds nothing
+        # once the run has ended: Ray drops a gauge two report intervals after its last set)
+        rows = urllib.request.urlopen(url + "/api/v1/query?query=max_over_time(ray_raycompo_round%5B30m%5D)",
+                                      timeout=10).read()
         out["round_series"] = json.loads(rows)["data"]["result"]
     finally:
         ray.shutdown()

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,12 +19,12 @@ import pytest
 from raycompo.grafana import ENV_DIR, main
 
 SERIES = [{"__name__": "ray_raycompo_round", "namespace": "run1", "task": "t", "algo": "a"}]
-VECTOR = {"resultType": "vector", "result": [{"metric": {}, "value": [0, "1"]}]}
+MATRIX = {"resultType": "matrix", "result": [{"metric": {}, "values": [[0, "1"]]}]}
 
 
 @pytest.fixture
 def server():
-    """A server on 127.0.0.1 answering /api/v1/series and /api/v1/query with the bodies
+    """A server on 127.0.0.1 answering /api/v1/series and /api/v1/query_range with the bodies
     in `answers` (JSON text); `asked` collects the query strings it received."""
     answers: dict[str, str] = {}
     asked: list[dict[str, list[str]]] = []
@@ -31,7 +32,7 @@ def server():
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
             url = urllib.parse.urlsplit(self.path)
-            asked.append(urllib.parse.parse_qs(url.query))
+            asked.append({"path": [url.path], **urllib.parse.parse_qs(url.query)})
             body = answers.get(url.path, "{}").encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -106,11 +107,11 @@ def test_a_malformed_check_url_from_the_command_line(tmp_path):
     ('{"status": "success"}', "{}", "a 'success' reply without 'data'"),
     ('{"status": "success", "data": [1, 2]}', "{}", "/api/v1/series answered [1, 2], not a list of label sets"),
     (json.dumps({"status": "success", "data": SERIES}), '{"status": "success", "data": [4]}',
-     "/api/v1/query answered [4], not an object with a 'result' list"),
+     "/api/v1/query_range answered [4], not an object with a 'result' list"),
 ])
 def test_a_server_that_is_not_prometheus_is_one_line(server, capsys, series, query, said):
     url, answers, _ = server
-    answers.update({"/api/v1/series": series, "/api/v1/query": query})
+    answers.update({"/api/v1/series": series, "/api/v1/query_range": query})
     assert main(["--check", url]) == 2
     err = one_error_line(capsys)
     assert err.startswith(f"error: cannot query the Prometheus at {url}: ") and said in err, err
@@ -131,10 +132,30 @@ def test_a_prometheus_that_answers_gets_grafanas_rate_interval(server, capsys):
     4 scrape) = 20 s, interval = max(1800 / 1000, 5) = 5 s."""
     url, answers, asked = server
     answers.update({"/api/v1/series": json.dumps({"status": "success", "data": SERIES}),
-                    "/api/v1/query": json.dumps({"status": "success", "data": VECTOR})})
+                    "/api/v1/query_range": json.dumps({"status": "success", "data": MATRIX})})
     assert main(["--check", url, "--scrape-interval", "5"]) == 0
     queries = [q["query"][0] for q in asked if "query" in q]
     rated = [q for q in queries if "rate(" in q]
     assert rated and all("[20s]" in q for q in rated)
     assert not any(bad in q for q in queries for bad in ("[-", "[nan", "[inf"))
     assert f"all {len(queries)} queries answered" in capsys.readouterr().out
+
+
+def test_the_check_asks_for_the_dashboards_range_as_its_graphs_do(server, capsys):
+    """Every query is a range query over the dashboard's last 30 minutes in steps of
+    $__interval (a finished run's gauges are gone from an instant query within seconds:
+    Ray drops a gauge two report intervals after its process stops setting it), and the
+    runs are looked up in that range too."""
+    url, answers, asked = server
+    answers.update({"/api/v1/series": json.dumps({"status": "success", "data": SERIES}),
+                    "/api/v1/query_range": json.dumps({"status": "success", "data": MATRIX})})
+    before = time.time()
+    assert main(["--check", url, "--scrape-interval", "1"]) == 0
+    after = time.time()
+    assert {q["path"][0] for q in asked} == {"/api/v1/series", "/api/v1/query_range"}
+    for q in asked:
+        start, end = float(q["start"][0]), float(q["end"][0])
+        assert before - 1 <= end <= after + 1 and end - start == pytest.approx(1800, abs=0.01)
+        if q["path"][0] == "/api/v1/query_range":
+            assert q["step"] == ["2s"]  # $__interval: max(1800 / 1000, 1) s, rounded up
+    capsys.readouterr()
