@@ -59,6 +59,7 @@ def tune_arguments() -> dict[str, Arg]:
                                   "tracker", "system")},
         "budget": Arg(("mapping",), none=True),
         "population": Arg(("int", "choice"), at_least=1, choices=("auto",), none=True),
+        "checkpoint_every": positive_int(none=True),
     }
 
 
@@ -91,6 +92,7 @@ def tune(
     system: str | Path | None = None,
     budget: Mapping[str, float] | None = None,
     population: int | str | None = None,
+    checkpoint_every: int | None = None,
 ) -> SweepResult:
     """Sweep a search space with Ray Tune (+ Optuna) and return the trials and the best
     settings, as `python -m raycompo.tune` does.
@@ -126,6 +128,11 @@ def tune(
         None (default): 'auto', or 1 where populations cannot run (backend 'ray', a tracker;
         `population.default_population`), as sweep.json's `population_off` says. 1: one trial
         at a time, as before populations.
+    checkpoint_every: each trial writes a checkpoint every that many rounds into the sweep
+        folder's `checkpoints/` (`raycompo.tune.trial_checkpoints`; removed as each trial
+        ends), so that resume=FOLDER continues a killed sweep's running trials (and
+        populations) from there; trials.csv's `resumed_at` then names the round. None
+        (default): none; a trial that was running starts again from round 0.
     Other arguments are those of the command line. Raises ConfigError on bad input."""
     from raycompo.tune.results import SweepStore
     from raycompo.tune.space import space_from_dict
@@ -145,7 +152,7 @@ def tune(
         algorithms=list(algorithms) if algorithms else None, settings=dict(settings or {}),
         out=None if out is None else str(out), rank_at=rank_at, system=None if system is None else str(system),
         budget=dict(budget) if isinstance(budget, Mapping) else budget,  # type: ignore[arg-type]  # checked by resolve
-        population=population,
+        population=population, checkpoint_every=checkpoint_every,
     )
     space_obj, meta, store = prepare(opts, resume=None if resume is None else str(resume), space=parsed, trackers=trackers)
     ensure_ray(address, num_cpus)

@@ -54,6 +54,30 @@ def add_population(p: argparse.ArgumentParser) -> None:
                         "at a time, as before populations")
 
 
+def add_stop_and_resume(p: argparse.ArgumentParser) -> None:
+    """--resume DIR, --checkpoint-every N (tune/trial_checkpoints.py), --stop-after N."""
+    p.add_argument("--resume", default=None, metavar="DIR", help="continue the interrupted sweep in DIR")
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                   help="each trial writes a checkpoint every N rounds into DIR/checkpoints, so that --resume "
+                        "continues a killed sweep's running trials from there (default: none; they start again)")
+    p.add_argument("--stop-after", type=int, default=None, metavar="N",
+                   help="stop the sweep once N trials have finished this session, as Ctrl-C does (continue with --resume)")
+
+
+def sweep_options(args: argparse.Namespace) -> SweepOptions:
+    """The SweepOptions of the parsed command line (--set, --system and --budget are parsed
+    apart: they can fail)."""
+    return SweepOptions(
+        space=args.space, search=args.search, samples=args.samples, rounds=args.rounds, metric=args.metric,
+        mode=args.mode, scheduler=args.scheduler, max_concurrent=args.max_concurrent, backend=args.backend,
+        hosts_per_trial=args.hosts_per_trial, driver_cpus=args.driver_cpus, cpus_per_actor=args.cpus_per_actor,
+        gpus_per_actor=args.gpus_per_actor, full=args.full, data_dir=args.data_dir, seed=args.seed,
+        algorithms=args.algos, out=args.out, reuse_actors=not args.no_reuse_actors,
+        reuse_hosts=not args.no_reuse_hosts, rank_at=args.rank_at, population=args.population,
+        checkpoint_every=args.checkpoint_every,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m raycompo.tune", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,9 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None, help="folder holding (or receiving) data sets")
     p.add_argument("--seed", type=int, default=None, help="seed of every trial (default: the space's)")
     p.add_argument("--out", default=None, help="result folder (default: sweep_results/<space>-<timestamp>)")
-    p.add_argument("--resume", default=None, metavar="DIR", help="continue the interrupted sweep in DIR")
-    p.add_argument("--stop-after", type=int, default=None, metavar="N",
-                   help="stop the sweep once N trials have finished this session, as Ctrl-C does (continue with --resume)")
+    add_stop_and_resume(p)
     p.add_argument("--no-reuse-actors", action="store_true", help="a fresh Tune actor per trial")
     p.add_argument("--no-reuse-hosts", action="store_true",
                    help="--backend ray: fresh client-host actors per trial (default: a trial actor resets and reuses "
@@ -138,14 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.space and not args.resume:
         print("error: give --space NAME (see --list) or --resume DIR", file=sys.stderr)
         return EXIT_BAD_INPUT
-    opts = SweepOptions(
-        space=args.space, search=args.search, samples=args.samples, rounds=args.rounds, metric=args.metric,
-        mode=args.mode, scheduler=args.scheduler, max_concurrent=args.max_concurrent, backend=args.backend,
-        hosts_per_trial=args.hosts_per_trial, driver_cpus=args.driver_cpus, cpus_per_actor=args.cpus_per_actor,
-        gpus_per_actor=args.gpus_per_actor, full=args.full, data_dir=args.data_dir, seed=args.seed,
-        algorithms=args.algos, out=args.out, reuse_actors=not args.no_reuse_actors,
-        reuse_hosts=not args.no_reuse_hosts, rank_at=args.rank_at, population=args.population,
-    )
+    opts = sweep_options(args)
     try:
         opts.settings = parse_sets(args.sets)
         opts.system, opts.budget = args.system, parse_budget(args.budget) or None

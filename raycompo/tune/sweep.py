@@ -22,7 +22,8 @@ the trial ends, and prints one progress line per finished trial.
 `--resume DIR` reads DIR/sweep.json (the options and the space as they were) and runs
 only what is missing: grid points without a finished row, or the Optuna samples still
 owed per algorithm. Trials that were running when the sweep stopped start again from
-round 0 (they had not been recorded).
+round 0 (they had not been recorded), or, with `--checkpoint-every N`, from their last
+checkpoint (tune/trial_checkpoints.py; trials.csv's `resumed_at` says from which round).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ from raycompo.tune.space import (
     validate,
 )
 from raycompo.tune.trainable import TrialSpec, bundles, host_plan, run_trial
+from raycompo.tune.trial_checkpoints import RESUMED_AT, TrialCheckpoints, checkpoints_of
 
 SEARCHES = ("optuna", "grid")
 SCHEDULERS = ("none", "asha")
@@ -111,6 +113,10 @@ class SweepOptions:
     """A simulated system for every trial (`--system`), over the space's `system` key."""
     budget: dict[str, float] | None = None
     """A cost budget for every trial (`--budget KEY=VALUE`), over the space's `budget` key."""
+    checkpoint_every: int | None = None
+    """`--checkpoint-every N`: each trial writes a checkpoint every N rounds into the sweep
+    folder (tune/trial_checkpoints.py), so that `--resume` continues a killed sweep's running
+    trials from there. None (default): no checkpoints; they start again from round 0."""
     population: int | str | None = None
     """`--population P`: trials per population (tune/population.py), an integer >= 1 or 'auto';
     each Tune trial runs a population of up to P trials as one computation, and Optuna is asked
@@ -160,6 +166,9 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
         raise ConfigError(f"--rounds must be >= 1, got {opts.rounds}")
     if opts.max_concurrent is not None and opts.max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be >= 1, got {opts.max_concurrent}")
+    if opts.checkpoint_every is not None and (isinstance(opts.checkpoint_every, bool) or
+                                              not isinstance(opts.checkpoint_every, int) or opts.checkpoint_every < 1):
+        raise ConfigError(f"--checkpoint-every must be an integer >= 1 (rounds), got {opts.checkpoint_every!r}")
     population, off = default_population(check_population(opts.population), backend.uses_ray, trackers)
     space = space if space is not None else load_space(opts.space)
     for key in opts.settings:
@@ -398,8 +407,10 @@ def trial_record(meta: dict[str, Any], space: Space, algo: str, point: dict[str,
                            "status": status, "rounds_done": int(final.get("round", 0)) if rows else 0}
     rec.update(point)
     for k, v in final.items():
-        if k not in ("round", "status", "diverged", "best_round", "trial_time") and not k.startswith("best_") and isinstance(v, (int, float)):
+        if k not in ("round", "status", "diverged", "best_round", "trial_time", RESUMED_AT) and not k.startswith("best_") and isinstance(v, (int, float)):
             rec[f"final_{k}"] = v
+    if RESUMED_AT in final:  # continued from its checkpoint by --resume (tune/trial_checkpoints.py)
+        rec[RESUMED_AT] = int(final[RESUMED_AT])
     if status == "diverged":
         rec[f"final_{metric}"] = -math.inf if meta["mode"] == "max" else math.inf
     rec[f"best_{metric}"] = final.get(f"best_{metric}")
@@ -604,7 +615,7 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     opts = meta["options"]
     metric, mode = meta["metric"], meta["mode"]
     printer, counter = recorder_parts
-    trainable = _trainable(space, meta, rungs)
+    trainable = _trainable(space, meta, rungs, checkpoints_of(store.dir, opts.get("checkpoint_every")))
     searcher = _searcher(space, meta, todo)
     scheduler = _asha(meta["rounds"]) if opts["scheduler"] == "asha" and rungs is None else None
     recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
@@ -669,10 +680,11 @@ def _announce(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[
           f", backend {opts['backend']}; results in {store.dir}", file=stream or sys.stderr, flush=True)
 
 
-def _trainable(space: Space, meta: dict[str, Any], rungs: str | None = None) -> Any:
+def _trainable(space: Space, meta: dict[str, Any], rungs: str | None = None,
+               checkpoints: TrialCheckpoints | None = None) -> Any:
     """Tune's trainable: `run_trial` with every algorithm's base RunConfig, in a placement
     group that holds one trial's driver and hosts (`run_population_trial` with `--population
-    P`, told the member-ASHA actor `rungs`)."""
+    P`, told the member-ASHA actor `rungs`); `checkpoints`: where its trials keep theirs."""
     from ray import tune
 
     from raycompo.configuration.config import resolve
@@ -692,7 +704,8 @@ def _trainable(space: Space, meta: dict[str, Any], rungs: str | None = None) -> 
     # The user's own classes travel with every trial (pickled by value where they are not
     # installed packages), so a trial on a node without the user's files still finds them.
     spec = TrialSpec(bases=bases, metric=meta["metric"], mode=meta["mode"], hosts=hosts,
-                     reuse_hosts=opts.get("reuse_hosts", True), classes=loaded(plugin_specs(space)))
+                     reuse_hosts=opts.get("reuse_hosts", True), classes=loaded(plugin_specs(space)),
+                     checkpoints=checkpoints)
     pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
     if meta.get("population", 1) > 1:  # a population per trial
         return tune.with_resources(tune.with_parameters(run_population_trial, spec=spec, rungs=rungs), pgf)

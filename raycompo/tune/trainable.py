@@ -45,6 +45,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from raycompo.tune.trial_checkpoints import Replay, TrialCheckpoints
 from raycompo.watch.observers import Observer
 
 
@@ -63,6 +64,8 @@ class TrialSpec:
     classes: dict[tuple[str, str], type] = field(default_factory=dict)
     """The space's plugin classes by (kind, spec): `run_trial` makes its specs find them
     (raycompo.configuration.plugins.remember), so the trial process needs no file of the user's."""
+    checkpoints: TrialCheckpoints | None = None
+    """`--checkpoint-every N`: each trial's run folder and checkpoints (tune/trial_checkpoints.py)."""
 
 
 def host_plan(n_clients: int, hosts: int) -> tuple[int, int]:
@@ -167,9 +170,13 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     from ray import tune
 
     namespace = f"tune-{tune.get_context().get_trial_name()}-{uuid.uuid4().hex[:6]}"  # unique if a trial reruns
-    observers: list[Observer] = [TuneReporter(spec.metric, spec.mode, cfg.rounds)]
+    reporter = TuneReporter(spec.metric, spec.mode, cfg.rounds)
+    observers: list[Observer] = [Replay(reporter), reporter]
     if not uses_ray:
         from raycompo.engine.ray_metrics import RayMetrics
 
         observers.append(RayMetrics(namespace=namespace))
-    run(cfg, observers=observers, driver="local", placement_group=pg, hosts=hosts, namespace=namespace)
+    kept = spec.checkpoints.run_options(cfg) if spec.checkpoints else {}
+    run(cfg, observers=observers, driver="local", placement_group=pg, hosts=hosts, namespace=namespace, **kept)
+    if spec.checkpoints:
+        spec.checkpoints.finished(cfg)

@@ -1,0 +1,168 @@
+"""A sweep's trial checkpoints (`--checkpoint-every N`, tune/trial_checkpoints.py; issue 42:
+"a killed sweep resumes every population"): each trial's folder is its own, a resumed trial
+hands Tune its rows up to the checkpoint, and a sweep killed with SIGKILL mid-trial resumes
+its running trials (alone and as populations) from their checkpoints, to the trials of an
+uninterrupted sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import raycompo
+from raycompo.configuration.config import RunConfig
+from raycompo.errors import ConfigError
+from raycompo.tune.trial_checkpoints import RESUMED_AT, Replay, TrialCheckpoints, checkpoints_of
+from raycompo.watch.observers import RunInfo
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {"n_clients": 24, "clients_per_round": 8, "tau": 3}
+
+
+def cfg(lr: float, rounds: int = 4) -> RunConfig:
+    return RunConfig(task="synthetic", algo="fedavg", rounds=rounds, settings={**SMALL, "lr": lr})
+
+
+def test_each_trial_has_a_folder_of_its_own_and_resumes_only_from_a_checkpoint(tmp_path):
+    ck = checkpoints_of(tmp_path, 2)
+    assert isinstance(ck, TrialCheckpoints) and ck.every == 2 and checkpoints_of(tmp_path, None) is None
+    a, b = ck.folder(cfg(0.1)), ck.folder(cfg(0.2))
+    assert a != b and a == ck.folder(cfg(0.1)) and a.parent == (tmp_path / "checkpoints").resolve()
+    assert ck.folder(cfg(0.1, rounds=5)) != a  # another trial: more rounds
+    fresh = ck.run_options(cfg(0.1))
+    assert fresh == {"out": str(a), "checkpoint_every": 2, "resume": False, "overwrite": True}
+    raycompo.run("synthetic", "fedavg", rounds=2, settings={**SMALL, "lr": 0.1}, out=a, checkpoint_every=2)
+    assert ck.run_options(cfg(0.1))["resume"] is True  # its checkpoint is there
+    ck.finished(cfg(0.1))
+    assert not a.exists()
+
+
+class Reported:
+    def __init__(self):
+        self.extra: dict = {}
+        self.rows: list = []
+        self.report = "own"
+
+    def on_row(self, row):
+        self.rows.append({**row, **self.extra, "via": self.report})
+
+
+def test_a_resumed_trial_hands_its_rows_up_to_the_checkpoint_first(tmp_path):
+    """The rows 0..checkpoint read back from the trial's metrics.csv, marked `resumed_at`,
+    through `direct` (a member's: past member ASHA); nothing for a run that starts anew."""
+    out = tmp_path / "t"
+    raycompo.run("synthetic", "fedavg", rounds=3, settings={**SMALL, "lr": 0.1}, out=out, checkpoint_every=2)
+    reporter = Reported()
+    Replay(reporter, direct="direct").on_start(RunInfo({}, 24, out=str(out), start_round=2))
+    assert [r["round"] for r in reporter.rows] == [0, 1, 2]
+    assert all(r[RESUMED_AT] == 2 and r["via"] == "direct" for r in reporter.rows) and reporter.report == "own"
+    written = pd.read_csv(out / "metrics.csv")
+    assert reporter.rows[1]["train_loss"] == pytest.approx(float(written["train_loss"][1]))
+    fresh = Reported()
+    Replay(fresh).on_start(RunInfo({}, 24, out=str(out), start_round=0))
+    assert fresh.rows == [] and RESUMED_AT not in fresh.extra
+
+
+@pytest.mark.parametrize("every", [0, -1, 1.5, True])
+def test_a_checkpoint_interval_that_cannot_be_is_refused(tmp_path, every):
+    from raycompo.tune.sweep import SweepOptions, prepare
+
+    with pytest.raises(ConfigError, match="--checkpoint-every must be an integer >= 1"):
+        prepare(SweepOptions(space="dro", out=str(tmp_path / "s"), checkpoint_every=every))
+    with pytest.raises(ConfigError, match="checkpoint_every"):
+        raycompo.tune("dro", checkpoint_every=0, out=tmp_path / "t")
+    assert not (tmp_path / "s").exists() and not (tmp_path / "t").exists()
+
+
+def test_the_command_line_records_the_interval(tmp_path):
+    from raycompo.tune.cli import build_parser
+    from raycompo.tune.sweep import SweepOptions, prepare
+
+    assert build_parser().parse_args(["--space", "dro", "--checkpoint-every", "3"]).checkpoint_every == 3
+    _, meta, _ = prepare(SweepOptions(space="dro", out=str(tmp_path / "s"), checkpoint_every=3))
+    assert meta["options"]["checkpoint_every"] == 3
+
+
+def test_trials_csv_names_the_round_a_trial_resumed_at():
+    from raycompo.tune.space import load_space
+    from raycompo.tune.sweep import SweepOptions, prepare, trial_record
+
+    space, meta, _ = prepare(SweepOptions(space="dro", out="/nonexistent/never-written"))
+    algo = meta["algorithms"][0]
+    point = space.grid(algo)[0]
+    rows = [{"round": 3, "val_acc_worst": 0.5, RESUMED_AT: 2, "status": "completed"}]
+    rec = trial_record(meta, load_space("dro"), algo, point, rows, {}, "completed", "")
+    assert rec[RESUMED_AT] == 2 and f"final_{RESUMED_AT}" not in rec
+    assert RESUMED_AT not in trial_record(meta, space, algo, point, [{"round": 3}], {}, "completed", "")
+
+
+SPACE = ("task: synthetic\nrounds: 300\nsettings: {n_clients: 24, clients_per_round: 8, tau: 3}\nalgorithms:\n"
+         "  fedavg: {lr: [0.01, 0.02, 0.05, 0.1]}\n")
+
+
+def past_a_checkpoint(folder: Path, every: int) -> int:
+    """Trials in `folder`/checkpoints whose metrics.csv holds round `every` + 1 (so a
+    checkpoint of round `every` or later is there; the first one is of round 0)."""
+    return sum(1 for m in (folder / "checkpoints").glob("*/metrics.csv") if len(m.read_text().splitlines()) >= every + 3)
+
+
+def kill_once_checkpointed(args: list[str], folder: Path, running: int, every: int, timeout: float = 240.0) -> None:
+    """`python -m raycompo.tune ARGS` killed with SIGKILL (its whole process group: Ray too)
+    as soon as `running` trials are past a checkpoint after round 0 in `folder`/checkpoints."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "raycompo.tune", *args], cwd=folder.parent, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while past_a_checkpoint(folder, every) < running:
+            assert proc.poll() is None, f"the sweep ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
+            assert time.monotonic() < deadline, "no checkpoint written in time"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        proc.stderr.close()
+
+
+def finals(folder: Path) -> pd.DataFrame:
+    return pd.read_csv(folder / "trials.csv").sort_values("trial_id").reset_index(drop=True)
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_mid_trial_resumes_its_trials_and_populations_from_their_checkpoints(tmp_path):
+    """SIGKILL while trials run (one at a time, then populations of 2): --resume continues
+    the running trials from their checkpoints (`resumed_at` > 0), records every trial once
+    with every round once, leaves no checkpoint behind, and gives the trials of an
+    uninterrupted sweep (best values over the replayed rows too)."""
+    from raycompo.tune.cli import main
+
+    space = tmp_path / "lr.yaml"
+    space.write_text(SPACE)
+    grid = ["--space", str(space), "--search", "grid", "--quiet", "--max-concurrent", "1"]
+    assert main([*grid, "--out", str(tmp_path / "whole"), "--population", "1"]) == 0
+    whole = finals(tmp_path / "whole")
+    cols = [c for c in whole.columns if c.startswith("final_") and "time" not in c] + ["best_val_acc_worst", "best_round"]
+    for population, running in (("1", 1), ("2", 2)):
+        out = tmp_path / f"killed-{population}"
+        kill_once_checkpointed([*grid, "--out", str(out), "--population", population, "--checkpoint-every", "10"],
+                               out, running, every=10)
+        assert main(["--resume", str(out), "--quiet"]) == 0
+        resumed = finals(out)
+        assert list(resumed["trial_id"]) == list(whole["trial_id"]) and (resumed["status"] == "completed").all()
+        assert (resumed[RESUMED_AT].dropna() > 0).sum() >= running, resumed[RESUMED_AT]
+        # (a population's rows equal its trials' alone to float rounding, 1e-5: engine/population.py)
+        assert np.allclose(resumed[cols].to_numpy(float), whole[cols].to_numpy(float), rtol=1e-5, atol=1e-7,
+                           equal_nan=True)
+        lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        assert len(lines) == len({(x["trial_id"], x["round"]) for x in lines}) == 4 * 301
+        assert list((out / "checkpoints").iterdir()) == []
