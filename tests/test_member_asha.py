@@ -17,7 +17,7 @@ import pytest
 from raycompo.engine import population as population_module
 from raycompo.engine import runner
 from raycompo.engine.population import run_population
-from raycompo.tune.member_asha import MemberStop, Rungs, RungTurns, asha_settings
+from raycompo.tune.member_asha import MemberStop, Rungs, RungTurns, asha_settings, earlier_rewards
 from raycompo.tune.trainable import TuneReporter
 from tests.test_population import assert_same_rows, config
 
@@ -98,6 +98,47 @@ def test_member_stops_are_ray_tunes_asha_decisions_on_the_same_reports(mode, see
             del members[key]
     assert ours == ray_decisions(stream, settings, mode)
     assert 0 < sum(ours) < 12
+
+
+def test_a_resumed_sweeps_rungs_hold_its_recorded_trials_and_decide_as_before():
+    """The rewards recorded at each rung by the trials a sweep finished (metrics.jsonl's rows,
+    `earlier_rewards`) seed a fresh Rungs: a trial left decides as it would have after them."""
+    settings = asha_settings(20)  # rungs at t = 4, 12: rounds 3, 11
+    rows = [{"trial_id": k, "round": r, "m": v + r / 100} for k, v in zip("abcd", (1.0, 2.0, 3.0, 4.0))
+            for r in range(21)]
+    rows.append({"trial_id": "e", "round": 3, "m": "-inf"})  # diverged: its worst value, as metrics.jsonl holds it
+    earlier = earlier_rewards(rows, "m", "max", 20)
+    assert [(k, t) for k, t, _ in earlier] == [(k, t) for k in "abcd" for t in (4, 12)] + [("e", 4)]
+    assert earlier[0][2] == pytest.approx(1.03) and earlier_rewards(rows, "m", "min", 20)[0][2] == pytest.approx(-1.03)
+    whole, seeded = Rungs(**settings), Rungs(**settings)
+    for key, t, reward in earlier:
+        whole.on_result(key, t, reward)
+    seeded.seed(earlier)
+    assert seeded.recorded == whole.recorded
+    for key, t, reward in (("f", 4, 2.5), ("g", 4, 3.9), ("g", 12, 4.5)):
+        assert seeded.on_result(key, t, reward) == whole.on_result(key, t, reward)
+
+
+def test_a_member_resumed_from_its_checkpoint_counts_its_reports_on():
+    """Resumed at round 9 (rounds 0..9 reported before, replayed past the rule), its next
+    report is t = 11: the rung at t = 12 is reached at round 11, as without the kill."""
+    asked = []
+
+    class Record:
+        milestones = [4, 12]
+
+        def on_result(self, key, t, reward):
+            asked.append(t)
+            return False
+
+    stop = MemberStop(Record(), "m0", "m", "max", lambda out: None)
+    stop.on_start(types.SimpleNamespace(start_round=9))
+    for r in (10, 11, 12):
+        stop.report({"m": 1.0, "status": "running", "round": r})
+    assert asked == [12] and stop.t == 13
+    fresh = MemberStop(Record(), "m1", "m", "max", lambda out: None)
+    fresh.on_start(types.SimpleNamespace(start_round=0))
+    assert fresh.t == 0
 
 
 # --- a population: a stopped member leaves the computation -----------------------------------

@@ -11,7 +11,7 @@ from raycompo.configuration.backends import backend_names
 from raycompo.costs.budget import check_budget
 from raycompo.errors import ConfigError
 from raycompo.settings import build, check_known, names, require
-from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
+from raycompo.tasks.sampler import DEFAULT_SAMPLER, sampler_of
 
 BACKENDS = backend_names()
 """The backends' names, from the one registry in raycompo/configuration/backends.py."""
@@ -158,7 +158,7 @@ class RunConfig:
         """`from_dict` of a config a run recorded (config.json, sweep.json): a field it lacks
         was not there when it ran, and takes the value that release ran with, not today's
         default (`sampler`: 'randperm', tasks/sampler.py's RECORDED_BEFORE)."""
-        return cls.from_dict({"sampler": RECORDED_BEFORE, **d})
+        return cls.from_dict({**d, "sampler": sampler_of(d)})
 
 
 @dataclass

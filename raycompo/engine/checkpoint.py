@@ -22,7 +22,7 @@ import torch
 
 from raycompo.errors import ConfigError
 from raycompo.runfolder.atomic import replace_atomically
-from raycompo.tasks.sampler import RECORDED_BEFORE
+from raycompo.tasks.sampler import RECORDED_BEFORE, sampler_of
 from raycompo.watch.observers import Observer, Row
 
 FILE = "checkpoint.pt"
@@ -62,7 +62,7 @@ def fingerprint(resolved: Any) -> dict[str, Any]:
         fp["system"] = resolved.system_profile.record()
     if getattr(resolved, "aggregation", None) is not None:  # (absent for 'sync': older checkpoints fit)
         fp["aggregation"] = resolved.aggregation.record()
-    if getattr(cfg, "sampler", RECORDED_BEFORE) != RECORDED_BEFORE:  # (absent for randperm: older checkpoints fit)
+    if sampler_of(cfg) != RECORDED_BEFORE:  # (absent for randperm: older checkpoints fit)
         fp["sampler"] = cfg.sampler
     return json.loads(json.dumps(fp, sort_keys=True, default=str))
 
@@ -95,7 +95,7 @@ def check_belongs(ckpt: dict[str, Any], fp: dict[str, Any], path: str | Path) ->
         elif was.get(key) != fp[key]:
             differ.append(f"{key} {str(was.get(key))[:60]} there, {str(fp[key])[:60]} here")
     if "sampler" in fp or "sampler" in was:
-        was_s, now_s = was.get("sampler", RECORDED_BEFORE), fp.get("sampler", RECORDED_BEFORE)
+        was_s, now_s = sampler_of(was), sampler_of(fp)
         if was_s != now_s:
             differ.append(f"sampler {was_s} there, {now_s} here")
     if system and not differ:

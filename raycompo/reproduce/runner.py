@@ -15,7 +15,7 @@ from typing import Any
 from raycompo.configuration.config import RunConfig, resolve
 from raycompo.errors import ConfigError
 from raycompo.reproduce.spec import LABEL, Claim, Variant
-from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
+from raycompo.tasks.sampler import DEFAULT_SAMPLER, sampler_of
 
 FINISHED = ("completed", "diverged")
 """A run folder with this status (and the same config) is not run again: both are
@@ -201,7 +201,7 @@ def is_done(job: Job) -> bool:
     defaults = RunConfig().to_dict()  # a variant's system, budget, aggregation...: a config.json without the key had the default
     if not all(cfg.get(k, defaults[k]) == want[k] for k in ("system", "budget", *job.variant.run)):
         return False
-    if cfg.get("sampler", RECORDED_BEFORE) != want["sampler"]:  # a folder from before the setting drew with randperm
+    if sampler_of(cfg) != want["sampler"]:  # a folder from before the setting drew with randperm
         return False
     if cfg.get("code"):  # the user's own class: its source changed since, so the run is stale
         from raycompo.configuration.plugins import changed_code

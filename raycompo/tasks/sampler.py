@@ -23,6 +23,7 @@ numpy's uint64 needs neither (`keyed_draw`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,6 +39,15 @@ DEFAULT_SAMPLER = "keyed"
 RECORDED_BEFORE = "randperm"
 """The sampler of a record that names none (config.json, a checkpoint's fingerprint,
 sweep.json): one written before the setting existed or before 'keyed' was the default."""
+
+
+def sampler_of(record: Any) -> str:
+    """The sampler a record ran with (a config.json or sweep.json dict, a checkpoint's
+    fingerprint, a RunConfig): its `sampler`, or RECORDED_BEFORE where it names none."""
+    found = record.get("sampler") if isinstance(record, dict) else getattr(record, "sampler", None)
+    return RECORDED_BEFORE if found is None else found
+
+
 GAMMA = 0x9E3779B97F4A7C15
 """splitmix64's increment (odd): the stream's step between consecutive indices."""
 BLOCK_ELEMENTS = 2**24

@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -95,6 +95,31 @@ class Rungs:
         return False
 
 
+    def seed(self, records: Sequence[tuple[str, int, float]]) -> None:
+        """Record (key, t, reward) where t is a rung, without a decision: the rewards of the
+        trials a resumed sweep had finished (`earlier_rewards`), so that the trials it runs
+        are compared with them as in the sweep that was not interrupted."""
+        for key, t, reward in records:
+            if t in self.recorded:
+                self.recorded[t].setdefault(key, float(reward))
+
+
+def earlier_rewards(rows: Any, metric: str, mode: str, rounds: int) -> list[tuple[str, int, float]]:
+    """(trial_id, t, reward) of each recorded row (metrics.jsonl's: `trial_id`, `round`,
+    the metric as reported) whose report count t = round + 1 is one of the rungs of
+    `asha_settings(rounds)`, in the order of `rows`; a member's key is its trial_id."""
+    milestones = set(Rungs(**asha_settings(rounds)).milestones)
+    sign = 1.0 if mode == "max" else -1.0
+    out = []
+    for row in rows:
+        t, value = row.get("round"), row.get(metric)
+        if value in ("inf", "-inf"):  # as metrics.jsonl writes a diverged trial's worst value
+            value = float(value)
+        if isinstance(t, int) and t + 1 in milestones and isinstance(value, (int, float)):
+            out.append((str(row["trial_id"]), t + 1, sign * float(value)))
+    return out
+
+
 class RungsLike(Protocol):
     """What `MemberStop` asks: `Rungs` here, or `RemoteRungs` for the sweep's actor."""
 
@@ -103,17 +128,18 @@ class RungsLike(Protocol):
     def on_result(self, key: str, t: int, reward: float) -> bool: ...
 
 
-def start_rungs(rounds: int) -> tuple[str, Any]:
-    """Start the sweep's rungs actor for trials of `rounds` rounds: (its name, its handle).
-    It has no CPU of its own and lives while the handle does (keep it; `stop_rungs` ends it)."""
+def start_rungs(rounds: int, earlier: Sequence[tuple[str, int, float]] = ()) -> tuple[str, Any]:
+    """Start the sweep's rungs actor for trials of `rounds` rounds, holding the `earlier`
+    records of a resumed sweep (`earlier_rewards`): (its name, its handle). It has no CPU of
+    its own and lives while the handle does (keep it; `stop_rungs` ends it)."""
     import ray
 
     name = f"raycompo-asha-{uuid.uuid4().hex[:8]}"
     actor = ray.remote(Rungs).options(name=name, namespace=NAMESPACE, num_cpus=0)
     handle = actor.remote(**asha_settings(rounds))
-    ray.get(
-        handle.get_milestones.remote(), timeout=CALL_TIMEOUT_S
-    )  # started (or a clear error here)
+    ray.get(handle.get_milestones.remote(), timeout=CALL_TIMEOUT_S)  # started (or a clear error here)
+    if earlier:
+        ray.get(handle.seed.remote(list(earlier)), timeout=CALL_TIMEOUT_S)
     return name, handle
 
 
@@ -239,6 +265,12 @@ class MemberStop(Observer):
         self.milestones = set(rungs.milestones)
         self.t = 0
         self.reason: str | None = None
+
+    def on_start(self, info: Any) -> None:
+        """A member resumed from its checkpoint at round r has reported rounds 0..r already
+        (tune/trial_checkpoints.py replays them past this rule): its count goes on from there."""
+        start = int(getattr(info, "start_round", 0) or 0)
+        self.t = start + 1 if start > 0 else 0
 
     def report(self, out: dict[str, Any]) -> None:
         self.t += 1  # Tune's training_iteration of this report

@@ -215,6 +215,10 @@ class SweepStore:
                     continue
                 raise self.damaged(self.jsonl_path, f"line {n} is not a JSON row with a trial_id") from None
 
+    def logged_rows(self) -> list[dict[str, Any]]:
+        """metrics.jsonl's rows, in the order they were written (a cut last line skipped)."""
+        return [json.loads(line) for line, _ in self._log()]
+
     # --- trials ------------------------------------------------------------------
     def trials(self) -> pd.DataFrame:
         if not self.trials_path.exists() or self.trials_path.stat().st_size == 0:

@@ -45,7 +45,7 @@ from raycompo.configuration.plugins import loaded
 from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
 from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
-from raycompo.tune.member_asha import asha_settings, start_rungs, stop_rungs
+from raycompo.tune.member_asha import asha_settings, earlier_rewards, start_rungs, stop_rungs
 from raycompo.tune.population import (
     auto_population,
     check_population,
@@ -590,7 +590,8 @@ def run_sweep(space: Space, meta: dict[str, Any], store: SweepStore, *, max_conc
     if not quiet:
         _announce(space, meta, store, todo, total, stream)
     interrupted, tune_path = False, None
-    rungs, handle = start_rungs(meta["rounds"]) if total and member_asha(meta) else (None, None)  # one by one
+    rungs, handle = (start_rungs(meta["rounds"], earlier_rewards(store.logged_rows(), metric, mode, meta["rounds"]))
+                     if total and member_asha(meta) else (None, None))  # one by one; a resumed sweep's rungs as they were
     try:
         if total:
             recorder_parts = (printer, counter)
