@@ -72,6 +72,29 @@ def test_a_resumed_trial_hands_its_rows_up_to_the_checkpoint_first(tmp_path):
     assert fresh.rows == [] and RESUMED_AT not in fresh.extra
 
 
+def test_a_resumed_sweep_hands_out_the_trials_holding_a_checkpoint_first(tmp_path):
+    """`pending` finds the candidates whose folder holds a checkpoint (by the hash of their
+    configuration: a folder of another trial or without a checkpoint is not matched);
+    `UniqueSearcher(first=...)` hands them out before its inner searcher, each once."""
+    from raycompo.tune.searchers import ListSearcher, UniqueSearcher
+    from raycompo.tune.trial_checkpoints import pending
+
+    ck = checkpoints_of(tmp_path, 2)
+    points = [{"lr": lr} for lr in (0.1, 0.2, 0.3)]
+    config_of = lambda algo, p: cfg(p["lr"])  # noqa: E731
+    assert pending(ck, {"fedavg": points}, config_of) == {}  # no folder yet
+    raycompo.run("synthetic", "fedavg", rounds=2, settings={**SMALL, "lr": 0.3}, out=ck.folder(cfg(0.3)),
+                 checkpoint_every=2)
+    ck.folder(cfg(0.2)).mkdir(parents=True)  # killed before its first checkpoint: nothing to continue
+    (Path(ck.root) / "not-a-trial").mkdir()
+    assert pending(ck, {"fedavg": points}, config_of) == {"fedavg": [{"lr": 0.3}]}
+    inner = ListSearcher([{"lr": 0.3}, {"lr": 0.1}], metric="m", mode="max")
+    searcher = UniqueSearcher(inner, {}, metric="m", mode="max", first=[{"lr": 0.3}])
+    assert searcher.suggest("a") == {"lr": 0.3} and searcher.suggest("b") == {"lr": 0.1}  # 0.3 not twice
+    searcher.on_trial_complete("a", result={"m": 1.0})
+    assert searcher.known[json.dumps({"lr": 0.3})] == 1.0
+
+
 @pytest.mark.parametrize("every", [0, -1, 1.5, True])
 def test_a_checkpoint_interval_that_cannot_be_is_refused(tmp_path, every):
     from raycompo.tune.sweep import SweepOptions, prepare
@@ -165,4 +188,25 @@ def test_a_sweep_killed_mid_trial_resumes_its_trials_and_populations_from_their_
                            equal_nan=True)
         lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
         assert len(lines) == len({(x["trial_id"], x["round"]) for x in lines}) == 4 * 301
-        assert list((out / "checkpoints").iterdir()) == []
+        assert not (out / "checkpoints").exists()  # the sweep ended with nothing left: no folder stays
+
+
+@pytest.mark.slow
+def test_a_killed_optuna_sweep_of_populations_continues_the_trials_it_was_running(tmp_path):
+    """Optuna's suggestions after a resume need not be those of the killed session: the
+    trials that hold a checkpoint are handed out first, so that they continue, and the sweep
+    still runs `samples` trials, each once."""
+    from raycompo.tune.cli import main
+
+    space = tmp_path / "lr.yaml"
+    space.write_text(SPACE)
+    out = tmp_path / "optuna"
+    kill_once_checkpointed(["--space", str(space), "--samples", "3", "--quiet", "--max-concurrent", "1", "--out",
+                            str(out), "--population", "2", "--checkpoint-every", "10"], out, 2, every=10)
+    held = sorted(f.name for f in (out / "checkpoints").iterdir())
+    assert len(held) == 2
+    assert main(["--resume", str(out), "--quiet"]) == 0
+    trials = finals(out)
+    assert len(trials) == 3 and trials["trial_id"].is_unique and (trials["status"] == "completed").all()
+    assert (trials[RESUMED_AT].dropna() > 0).sum() == 2
+    assert not (out / "checkpoints").exists()

@@ -44,9 +44,14 @@ class ListSearcher(Searcher):
 
 class UniqueSearcher(Searcher):
     def __init__(self, inner: Searcher, known: dict[str, float], metric: str, mode: str,
-                 max_tries: int = 200, on_skip: Callable[[dict[str, Any]], None] | None = None):
-        """`known`: point_key -> metric value of the configs already run in this sweep."""
+                 max_tries: int = 200, on_skip: Callable[[dict[str, Any]], None] | None = None,
+                 first: list[dict[str, Any]] | None = None):
+        """`known`: point_key -> metric value of the configs already run in this sweep.
+        `first`: configs handed out before the inner searcher is asked (a resumed sweep's
+        trials that hold a checkpoint: tune/trial_checkpoints.py); the inner searcher hears
+        of them when it suggests one of them itself (skipped then, with its value)."""
         super().__init__(metric=metric, mode=mode)
+        self.first = [dict(c) for c in first or []]
         self.inner = inner
         self.known = dict(known)
         self.max_tries = max_tries
@@ -65,6 +70,13 @@ class UniqueSearcher(Searcher):
         return getattr(self.inner, "batch", 0)
 
     def suggest(self, trial_id: str):
+        while self.first:
+            config = self.first.pop(0)
+            key = point_key(config)
+            if key not in self.known and key not in self._running:
+                self._key[trial_id] = key
+                self._running.add(key)
+                return config
         for _ in range(self.max_tries):
             self._n += 1
             sub = f"u{self._n}-{trial_id}"
@@ -90,10 +102,11 @@ class UniqueSearcher(Searcher):
             self.inner.on_trial_result(self._inner_id[trial_id], result)
 
     def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
-        if trial_id not in self._inner_id:
+        if trial_id in self._inner_id:
+            self.inner.on_trial_complete(self._inner_id.pop(trial_id), result=result, error=error)
+        key = self._key.pop(trial_id, None)
+        if key is None:
             return
-        self.inner.on_trial_complete(self._inner_id.pop(trial_id), result=result, error=error)
-        key = self._key.pop(trial_id)
         self._running.discard(key)
         if result and not error and result.get(self.metric) is not None:
             self.known[key] = result[self.metric]

@@ -72,8 +72,14 @@ from raycompo.tune.space import (
     probe_metrics,
     validate,
 )
-from raycompo.tune.trainable import TrialSpec, bundles, host_plan, run_trial
-from raycompo.tune.trial_checkpoints import RESUMED_AT, TrialCheckpoints, checkpoints_of
+from raycompo.tune.trainable import TrialSpec, bundles, host_plan, run_trial, trial_config
+from raycompo.tune.trial_checkpoints import (
+    RESUMED_AT,
+    TrialCheckpoints,
+    checkpoints_of,
+    forget_all,
+    pending,
+)
 
 SEARCHES = ("optuna", "grid")
 SCHEDULERS = ("none", "asha")
@@ -616,8 +622,10 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     opts = meta["options"]
     metric, mode = meta["metric"], meta["mode"]
     printer, counter = recorder_parts
-    trainable = _trainable(space, meta, rungs, checkpoints_of(store.dir, opts.get("checkpoint_every")))
-    searcher = _searcher(space, meta, todo)
+    checkpoints = checkpoints_of(store.dir, opts.get("checkpoint_every"))
+    spec, n_clients = _trial_spec(space, meta, checkpoints)
+    trainable = _trainable(spec, n_clients, meta, rungs)
+    searcher = _searcher(space, meta, continued_first(space, todo, checkpoints, spec))
     scheduler = _asha(meta["rounds"]) if opts["scheduler"] == "asha" and rungs is None else None
     recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
     loggers = tune_loggers()
@@ -681,13 +689,33 @@ def _announce(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[
           f", backend {opts['backend']}; results in {store.dir}", file=stream or sys.stderr, flush=True)
 
 
-def _trainable(space: Space, meta: dict[str, Any], rungs: str | None = None,
-               checkpoints: TrialCheckpoints | None = None) -> Any:
-    """Tune's trainable: `run_trial` with every algorithm's base RunConfig, in a placement
-    group that holds one trial's driver and hosts (`run_population_trial` with `--population
-    P`, told the member-ASHA actor `rungs`); `checkpoints`: where its trials keep theirs."""
-    from ray import tune
+def continued_first(space: Space, todo: dict[str, dict[str, Any]], checkpoints: TrialCheckpoints | None,
+                    spec: TrialSpec) -> dict[str, dict[str, Any]]:
+    """`todo` with the trials a killed sweep was running (those holding a checkpoint,
+    tune/trial_checkpoints.py) first: at the head of a grid's points, or as an Optuna
+    algorithm's `first` configurations, so that they continue from their checkpoints."""
+    if checkpoints is None:
+        return todo
+    candidates = {}
+    for algo, t in todo.items():
+        if t["n"] == 0:
+            continue
+        done = {point_key(p) for p, _ in t["finished"]}
+        candidates[algo] = t["todo"] if t["todo"] is not None else [p for p in space.grid(algo) if point_key(p) not in done]
+    held = pending(checkpoints, candidates, lambda algo, point: trial_config(spec, algo, point))
+    out = dict(todo)
+    for algo, points in held.items():
+        keys = {point_key(p) for p in points}
+        if todo[algo]["todo"] is not None:
+            out[algo] = {**todo[algo], "todo": points + [p for p in todo[algo]["todo"] if point_key(p) not in keys]}
+        else:
+            out[algo] = {**todo[algo], "first": points[: todo[algo]["n"]]}
+    return out
 
+
+def _trial_spec(space: Space, meta: dict[str, Any], checkpoints: TrialCheckpoints | None) -> tuple[TrialSpec, int]:
+    """What every trial shares (every algorithm's base RunConfig, the hosts, the plugins,
+    where trials keep their checkpoints) and the task's number of clients."""
     from raycompo.configuration.config import resolve
 
     opts = meta["options"]
@@ -707,6 +735,15 @@ def _trainable(space: Space, meta: dict[str, Any], rungs: str | None = None,
     spec = TrialSpec(bases=bases, metric=meta["metric"], mode=meta["mode"], hosts=hosts,
                      reuse_hosts=opts.get("reuse_hosts", True), classes=loaded(plugin_specs(space)),
                      checkpoints=checkpoints)
+    return spec, n
+
+
+def _trainable(spec: TrialSpec, n: int, meta: dict[str, Any], rungs: str | None = None) -> Any:
+    """Tune's trainable: `run_trial` with `spec`, in a placement group that holds one trial's
+    driver and hosts for a task of `n` clients (`run_population_trial` with `--population P`,
+    told the member-ASHA actor `rungs`)."""
+    from ray import tune
+
     pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
     if meta.get("population", 1) > 1:  # a population per trial
         return tune.with_resources(tune.with_parameters(run_population_trial, spec=spec, rungs=rungs), pgf)
@@ -744,7 +781,8 @@ def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]
                 points_to_evaluate=[p for p, _ in finished] or None,
                 evaluated_rewards=[v for _, v in finished] or None,
             )
-        searchers[algo] = UniqueSearcher(inner, {point_key(p): v for p, v in finished}, metric=metric, mode=mode)
+        searchers[algo] = UniqueSearcher(inner, {point_key(p): v for p, v in finished}, metric=metric, mode=mode,
+                                         first=t.get("first"))
     searcher = PerAlgorithmSearcher(searchers, {a: t["n"] for a, t in todo.items()}, metric=metric, mode=mode)
     if meta.get("population", 1) > 1:  # each Tune trial a population of up to P trials (tune/population_search.py)
         return PopulationSearcher(searcher, meta["population"], lambda config: population_key(config, meta),
@@ -767,6 +805,8 @@ def _outcome(space: Space, meta: dict[str, Any], store: SweepStore, interrupted:
     store.forget_unfinished()
     left = sum(t["n"] for t in plan(space, meta, store).values())
     interrupted = interrupted or left > 0  # Ctrl-C, --stop-after, or failed trials: --resume runs the rest
+    if not interrupted:
+        forget_all(store.dir)  # nothing to continue: no checkpoint folder stays (tune/trial_checkpoints.py)
     store.write_metrics()
     best = store.write_best(meta)
     table = best_table(best, {a: list(space.algorithms[a]) for a in meta["algorithms"]})

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,32 @@ class TrialCheckpoints:
     def finished(self, cfg: Any) -> None:
         """The trial ended (completed or diverged): its folder goes."""
         shutil.rmtree(self.folder(cfg), ignore_errors=True)
+
+
+def pending(ck: TrialCheckpoints | None, candidates: dict[str, list[dict[str, Any]]],
+            config_of: Callable[[str, dict[str, Any]], Any]) -> dict[str, list[dict[str, Any]]]:
+    """Per algorithm, the `candidates` (points not yet recorded) whose trial holds a
+    checkpoint in the sweep: the trials a killed sweep was running, which a resumed Optuna
+    sweep hands out first so that they continue (`config_of(algo, point)`: the trial's
+    RunConfig). A folder is matched by its name, the hash of a candidate's whole
+    configuration: nothing is read from it here."""
+    root = Path(ck.root) if ck is not None else None
+    if root is None or not root.is_dir():
+        return {}
+    held = {f.name for f in root.iterdir() if (f / FILE).is_file()}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for algo, points in candidates.items():
+        found = [p for p in points if held and ck.folder(config_of(algo, p)).name in held]  # type: ignore[union-attr]
+        if found:
+            out[algo] = found
+    return out
+
+
+def forget_all(sweep_dir: str | Path) -> None:
+    """The sweep ended with nothing left to run: every checkpoint folder goes (e.g. of an
+    Optuna trial that was running when the sweep was killed and that its search did not
+    ask for again)."""
+    shutil.rmtree(Path(sweep_dir) / FOLDER, ignore_errors=True)
 
 
 def checkpoints_of(sweep_dir: str | Path, every: int | None) -> TrialCheckpoints | None:
