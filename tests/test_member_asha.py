@@ -318,3 +318,48 @@ def test_a_grid_sweep_with_asha_and_populations_records_each_member_once(tmp_pat
     at_1 = {lr: -loss[trials.loc[lr, "trial_id"]][1] for lr in lrs}  # rewards at the first rung
     assert max(at_1[lr] for lr in lrs[4:]) < min(at_1[lr] for lr in lrs[:4]), at_1
     assert list(done[lrs[4:]]) == [1] * 4
+
+
+def asha_space(tmp_path, lrs):
+    space = tmp_path / "lr.yaml"
+    space.write_text(
+        "task: synthetic\nrounds: 9\nmetric: val_loss\nmode: min\n"
+        "settings: {n_clients: 24, clients_per_round: 8, tau: 3}\nalgorithms:\n"
+        f"  fedavg: {{lr: {lrs}}}\n"
+    )
+    return space
+
+
+@pytest.mark.slow
+def test_asha_stops_trials_alone_by_the_rule_and_a_resumed_sweep_decides_as_an_uninterrupted_one(
+    tmp_path, ray_session
+):
+    """One trial at a time (rungs t = 2, 6: rounds 1, 5): the stopped trials are those the
+    rule stops with arrivals in grid order. Stopped after 3 trials and resumed, the rungs
+    start with the 3 recorded trials' values: every trial ends as in the uninterrupted sweep."""
+    import pandas as pd
+
+    from raycompo.tune.cli import main
+
+    lrs = [0.01, 0.0001, 0.015, 0.0002, 0.02, 0.0003]
+    space = asha_space(tmp_path, lrs)
+    argv = ["--space", str(space), "--search", "grid", "--scheduler", "asha", "--population", "1",
+            "--max-concurrent", "1", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    whole = pd.read_csv(tmp_path / "whole" / "trials.csv").set_index("lr")
+    assert len(whole) == 6 and whole["trial_id"].is_unique and set(whole["status"]) == {"completed", "stopped"}
+    done = whole["rounds_done"]
+    metrics = pd.read_parquet(tmp_path / "whole" / "metrics.parquet")
+    assert metrics.groupby("trial_id")["round"].max().to_dict() == dict(zip(whole["trial_id"], done))
+    loss = metrics.pivot_table(index="round", columns="trial_id", values="val_loss")
+    for milestone, rung_round in ((2, 1), (6, 5)):
+        there = [lr for lr in lrs if done[lr] >= rung_round]
+        rewards = {str(lr): -loss[whole.loc[lr, "trial_id"]][rung_round] for lr in there}
+        stopped = {str(lr) for lr in there if done[lr] == rung_round and whole.loc[lr, "status"] == "stopped"}
+        assert rule_in_order(rewards, stopped, [str(lr) for lr in there], milestone), (milestone, rewards, stopped)
+    out = tmp_path / "resumed"
+    assert main([*argv, "--out", str(out), "--stop-after", "3"]) == 130
+    assert main(["--resume", str(out), "--quiet"]) == 0
+    resumed = pd.read_csv(out / "trials.csv").set_index("lr")
+    assert resumed["trial_id"].is_unique and len(resumed) == 6
+    assert resumed.loc[lrs, ["status", "rounds_done"]].equals(whole.loc[lrs, ["status", "rounds_done"]])

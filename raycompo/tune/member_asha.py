@@ -1,8 +1,11 @@
-"""ASHA per member of a population (`--scheduler asha --population P`, issue 42).
+"""ASHA per trial and per member of a population (`--scheduler asha`, issue 42).
 
 Tune's ASHA stops a whole Tune trial, and with `--population P` a Tune trial is P members
 (tune/population_trial.py), so the sweep gives Tune no scheduler and stops members itself,
-by the same rule as Ray Tune's `AsyncHyperBandScheduler` (one bracket, `stop_last_trials`):
+by the same rule as Ray Tune's `AsyncHyperBandScheduler` (one bracket, `stop_last_trials`).
+A trial alone is stopped the same way (tune/trainable.py: `run_trial`), so that the rungs
+are the sweep's own and a resumed sweep starts them with the values it had recorded
+(`earlier_rewards`), which Tune's scheduler cannot be given:
 
 * rungs at t = grace_period * rf^k (k = 0, 1, ... while t <= max_t), where t is the member's
   count of reports (Tune's `training_iteration`: round 0 is t = 1);

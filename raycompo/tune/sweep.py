@@ -14,7 +14,9 @@ trials that share every structural setting (`PopulationSearcher`), run as one co
 Optuna is asked P configurations at a time (`BatchedOptunaSearch`, ask/tell), and the sweep
 prints how the trials it ran group into populations. Without it, the sweep runs and records
 as before (sweep.json has no `population`). With `--scheduler asha` Tune gets no scheduler:
-each member is stopped on its own by the same rule (tune/member_asha.py).
+each trial, alone or a population's member, is stopped on its own by ASHA's rule
+(tune/member_asha.py, the decisions of Ray Tune's AsyncHyperBandScheduler) against the
+sweep's rungs actor, which a resumed sweep fills with the values it had recorded.
 
 A `Recorder` callback (in this process) collects each trial's rows and writes them when
 the trial ends, and prints one progress line per finished trial.
@@ -45,7 +47,7 @@ from raycompo.configuration.plugins import loaded
 from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
 from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
-from raycompo.tune.member_asha import asha_settings, earlier_rewards, start_rungs, stop_rungs
+from raycompo.tune.member_asha import earlier_rewards, start_rungs, stop_rungs
 from raycompo.tune.population import (
     auto_population,
     check_population,
@@ -300,9 +302,10 @@ def check_population_run(meta: dict[str, Any], trackers: Sequence[str] = ()) -> 
 
 
 def member_asha(meta: dict[str, Any]) -> bool:
-    """Whether the sweep's ASHA stops members of populations (tune/member_asha.py) rather
-    than Tune trials: `--scheduler asha` with `--population P > 1`."""
-    return meta["options"]["scheduler"] == "asha" and meta.get("population", 1) > 1
+    """Whether the sweep stops trials by ASHA (`--scheduler asha`): by its own rungs actor
+    (tune/member_asha.py), for a trial alone as for a population's members, rather than by
+    a Tune scheduler, so that a resumed sweep's rungs hold the trials it had recorded."""
+    return meta["options"]["scheduler"] == "asha"
 
 
 def _prepare_resume(folder: str, trackers: Sequence[str] = ()) -> tuple[Space, dict[str, Any], SweepStore]:
@@ -430,7 +433,7 @@ def trial_record(meta: dict[str, Any], space: Space, algo: str, point: dict[str,
     return rec
 
 
-def make_recorder(meta, space, store, printer, counter, scheduler_on):
+def make_recorder(meta, space, store, printer, counter):
     from ray.tune import Callback
     from ray.tune.result import AUTO_RESULT_KEYS
 
@@ -478,12 +481,10 @@ def make_recorder(meta, space, store, printer, counter, scheduler_on):
             for key in self._keys(trial):
                 rows = self.rows.get(key, [])
                 status = rows[-1].get("status", "running") if rows else "running"
-                if status == "running":
-                    if not scheduler_on or counter.get("stopping"):
-                        self.rows.pop(key, None)  # stopped by an interruption: not finished
-                        self.dropped += 1
-                        continue
-                    status = "stopped"
+                if status == "running":  # stopped by an interruption: not finished (ASHA's last row says 'stopped')
+                    self.rows.pop(key, None)
+                    self.dropped += 1
+                    continue
                 self._record(trial, key, status)
 
         def on_trial_error(self, iteration, trials, trial, **info):
@@ -615,8 +616,8 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
          max_concurrent: int | None, stop_after: int | None, trackers: list[str] | None, stream: Any,
          quiet: bool) -> tuple[str, bool]:
     """One Tune run of the `total` trials left: (its experiment folder, whether it was
-    interrupted). `rungs`: the member-ASHA actor of a sweep of populations (tune/member_asha.py;
-    Tune then has no scheduler of its own)."""
+    interrupted). `rungs`: the sweep's ASHA rungs actor (`--scheduler asha`, tune/member_asha.py;
+    Tune has no scheduler of its own)."""
     from ray import tune
 
     opts = meta["options"]
@@ -626,8 +627,7 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     spec, n_clients = _trial_spec(space, meta, checkpoints)
     trainable = _trainable(spec, n_clients, meta, rungs)
     searcher = _searcher(space, meta, continued_first(space, todo, checkpoints, spec))
-    scheduler = _asha(meta["rounds"]) if opts["scheduler"] == "asha" and rungs is None else None
-    recorder = make_recorder(meta, space, store, printer, counter, scheduler is not None)
+    recorder = make_recorder(meta, space, store, printer, counter)
     loggers = tune_loggers()
     if trackers:
         from raycompo.watch.trackers import tune_callbacks
@@ -637,7 +637,7 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(
-            search_alg=searcher, metric=metric, mode=mode, num_samples=total, scheduler=scheduler,
+            search_alg=searcher, metric=metric, mode=mode, num_samples=total,
             max_concurrent_trials=max_concurrent, reuse_actors=opts.get("reuse_actors", True),
             trial_dirname_creator=lambda trial: trial.trial_id,
         ),
@@ -747,7 +747,7 @@ def _trainable(spec: TrialSpec, n: int, meta: dict[str, Any], rungs: str | None 
     pgf = tune.PlacementGroupFactory(trial_bundles(meta, n))
     if meta.get("population", 1) > 1:  # a population per trial
         return tune.with_resources(tune.with_parameters(run_population_trial, spec=spec, rungs=rungs), pgf)
-    return tune.with_resources(tune.with_parameters(run_trial, spec=spec), pgf)
+    return tune.with_resources(tune.with_parameters(run_trial, spec=spec, rungs=rungs), pgf)
 
 
 def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]]) -> Any:
@@ -788,14 +788,6 @@ def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]
         return PopulationSearcher(searcher, meta["population"], lambda config: population_key(config, meta),
                                   metric=metric, mode=mode)
     return searcher
-
-
-def _asha(rounds: int) -> Any:
-    """`--scheduler asha`: ASHA over the trials' reports (round 0 .. `rounds`; the settings
-    of `member_asha.asha_settings`, which populations' members are stopped by as well)."""
-    from ray.tune.schedulers import ASHAScheduler
-
-    return ASHAScheduler(time_attr="training_iteration", **asha_settings(rounds))
 
 
 def _outcome(space: Space, meta: dict[str, Any], store: SweepStore, interrupted: bool, ran: int,

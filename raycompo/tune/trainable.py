@@ -45,6 +45,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from raycompo.tune.member_asha import MemberStop, RemoteRungs
 from raycompo.tune.trial_checkpoints import Replay, TrialCheckpoints
 from raycompo.watch.observers import Observer
 
@@ -145,8 +146,10 @@ def trial_config(spec: TrialSpec, algo: str, point: dict[str, Any]) -> Any:
     return RunConfig.from_dict(d)
 
 
-def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
-    """The Tune function trainable (bind `spec` with tune.with_parameters)."""
+def run_trial(config: dict[str, Any], spec: TrialSpec, rungs: str | None = None) -> None:
+    """The Tune function trainable (bind `spec` with tune.with_parameters). `rungs`: the
+    sweep's ASHA rungs actor (`--scheduler asha`, tune/member_asha.py), which stops this
+    trial at a rung as Ray Tune's ASHA would."""
     import ray
 
     from raycompo.configuration.backends import get_backend
@@ -170,8 +173,10 @@ def run_trial(config: dict[str, Any], spec: TrialSpec) -> None:
     from ray import tune
 
     namespace = f"tune-{tune.get_context().get_trial_name()}-{uuid.uuid4().hex[:6]}"  # unique if a trial reruns
-    reporter = TuneReporter(spec.metric, spec.mode, cfg.rounds)
-    observers: list[Observer] = [Replay(reporter), reporter]
+    stop = (MemberStop(RemoteRungs(rungs), tune.get_context().get_trial_id(), spec.metric, spec.mode, tune.report)
+            if rungs else None)
+    reporter = TuneReporter(spec.metric, spec.mode, cfg.rounds, report=stop.report if stop else None)
+    observers: list[Observer] = [Replay(reporter, direct=tune.report), reporter, *([stop] if stop else [])]
     if not uses_ray:
         from raycompo.engine.ray_metrics import RayMetrics
 
