@@ -54,6 +54,13 @@ from raycompo.tasks.sampler import DEFAULT_SAMPLER, as_int64, keyed_indices
 from raycompo.tasks.slab import PAD, DataSlab, common_slab
 
 
+def padded_rows(sizes: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
+    """(len(sizes), width) slab rows: client r's n_r rows in order from its offset, then the
+    slab's zero row `PAD` up to `width` (its whole data, padded)."""
+    col: np.ndarray = np.arange(width, dtype=np.int64)
+    return np.where(col < sizes[:, None], offsets[:, None] + col, PAD)
+
+
 @dataclass
 class Batch:
     """k clients' mini-batches, padded to the largest: x (k, B, ...), y (k, B), mask (k, B)
@@ -473,10 +480,7 @@ class CohortBatch:
         key = (width, size)
         found = self._whole.get(key)
         if found is None:
-            offsets = self.slab[1]  # type: ignore[index]
-            col: np.ndarray = np.arange(width, dtype=np.int64)
-            n = np.array(self.sizes, dtype=np.int64)
-            found = self._whole[key] = np.where(col < n[:, None], offsets[:, None] + col, PAD)
+            found = self._whole[key] = padded_rows(np.array(self.sizes, dtype=np.int64), self.slab[1], width)  # type: ignore[index]
         return found
 
     def _mark(self, buf: Batch, key: tuple, rows: list[int], padded: bool = False) -> None:
@@ -606,9 +610,7 @@ class CohortBatch:
             for rows in size_groups(sizes, row_bytes, max(self.gather_bytes, GATHER_BYTES)):
                 n = sizes[rows]
                 width = int(n.max())
-                col = np.arange(width, dtype=np.int64)
-                index = torch.from_numpy(np.where(col < n[:, None], offsets[rows][:, None] + col, PAD).reshape(-1))
-                index = index.to(x.device)
+                index = torch.from_numpy(padded_rows(n, offsets[rows], width).reshape(-1)).to(x.device)
                 count = torch.from_numpy(n).to(device=self.device, dtype=x.dtype if x.is_floating_point() else torch.float32)
                 mask = (torch.arange(width, device=self.device).unsqueeze(0) < count.unsqueeze(1)).to(count.dtype)
                 batch = Batch(x.index_select(0, index).view(len(rows), width, *x.shape[1:]),
