@@ -53,6 +53,9 @@ from raycompo.tasks.base import ClientData, count_draws
 from raycompo.tasks.sampler import DEFAULT_SAMPLER, as_int64, keyed_indices
 from raycompo.tasks.slab import PAD, DataSlab, common_slab
 
+PREDRAW_INDICES = 2**20
+"""`batches` draws the indices of at most this many (client, step, sample) ahead (8 MiB)."""
+
 
 def padded_rows(sizes: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
     """(len(sizes), width) slab rows: client r's n_r rows in order from its offset, then the
@@ -161,6 +164,9 @@ class CohortBatch:
         self._buffers: dict[tuple, tuple[Batch, list[torch.Tensor], list[torch.Tensor]]] = {}
         self._rows: dict[tuple, list[int]] = {}
         self._gathered: dict[int, tuple[int | None, dict[int, Batch]]] = {}
+        # a stream's indices drawn ahead for steps whose batches are gathered one at a time
+        # (`batches`): (size, steps, drawn (drawing, len(steps), size), rows_of)
+        self._predrawn: dict[int, tuple[int, range, torch.Tensor | None, list[int | None]]] = {}
         self._draws: dict[int, tuple[list[int], list[int | None]]] = {}
         self._datas: list[ClientData] | None = None
         self._slab_of: tuple[tuple[DataSlab, np.ndarray] | None] | None = None
@@ -362,7 +368,7 @@ class CohortBatch:
             drawn: torch.Tensor | None = None
             rows_of: list[int | None] = [None] * self.k
             if size is not None:
-                drawn, rows_of = self.draw_steps(range(step, step + 1), size, stream)
+                drawn, rows_of = self._step_draw(step, size, stream)
             buf = self._buffer(stream, width, 1)[0]
             self._slab_gather(buf, drawn, rows_of, size, 1, width)
             self._gathered.pop(stream, None)
@@ -389,6 +395,17 @@ class CohortBatch:
             self._count(step, size, stream, rows)
         self._mark(buf, (stream, width, 1), rows)
         return buf
+
+    def _step_draw(self, step: int, size: int, stream: int) -> tuple[torch.Tensor | None, list[int | None]]:
+        """`draw_steps(range(step, step + 1), size, stream)`, from the indices `batches` drew
+        ahead for this step where it did (the same indices: each row's draw depends only on
+        its client, step and stream)."""
+        ahead = self._predrawn.get(stream)
+        if ahead is not None and ahead[0] == size and step in ahead[1]:
+            _, steps, drawn, rows_of = ahead
+            j = step - steps.start
+            return (None if drawn is None else drawn[:, j:j + 1]), rows_of
+        return self.draw_steps(range(step, step + 1), size, stream)
 
     def _count(self, step: int, size: int | None, stream: int, rows: list[int]) -> None:
         """Each client's samples read in a batch handed out (`ClientData.samples_read`, for
@@ -561,11 +578,19 @@ class CohortBatch:
         gathered ahead (`gather`, within `gather_bytes`); each valid until the next. At the
         end, the stream's gathered buffers are let go (another stream's may follow)."""
         group = max(1, min(steps, self.gather_bytes // max(self._step_bytes(size), 1)))
+        # Gathered one step at a time (a step's batch alone fills the cache), the steps'
+        # indices are still drawn ahead, in one call for up to `ahead` steps: a draw's cost
+        # is mostly per call on a small chunk.
+        ahead = max(1, min(steps, PREDRAW_INDICES // max(self.k * (size or 1), 1))) if group == 1 and size else 1
         for t in range(steps):
             if t % group == 0 and group > 1:
                 self.gather(range(t, min(steps, t + group)), size, stream)
+            if ahead > 1 and t % ahead == 0 and size is not None:
+                window = range(t, min(steps, t + ahead))
+                self._predrawn[stream] = (size, window, *self.draw_steps(window, size, stream))
             yield t, self.batch(t, size, stream)
         self._gathered.pop(stream, None)
+        self._predrawn.pop(stream, None)
         for key in [key for key in self._buffers if key[0] == stream and key[2] > 1]:
             del self._buffers[key]
             self._rows.pop(key, None)
