@@ -170,3 +170,18 @@ def test_a_host_keeps_a_slab_only_where_local_steps_run_batched():
         finally:
             fed.close()
     torch.testing.assert_close(models["on"], models["off"], rtol=1e-5, atol=1e-5)
+
+
+def test_steps_gathered_one_at_a_time_have_their_indices_drawn_ahead_in_one_call(monkeypatch):
+    """`batches` with room for one step's batch only: one `draw_steps` for the 6 steps (not
+    6), and each step's batch the one `batch(t)` draws on its own, indices included."""
+    ahead, alone = chunks([1, 6, 4, 8])[1], chunks([1, 6, 4, 8])[1]
+    ahead.gather_bytes = ahead._step_bytes(10)
+    calls = []
+    original = type(ahead).draw_steps
+    monkeypatch.setattr(type(ahead), "draw_steps", lambda self, steps, *a, **k: calls.append(
+        (id(self), len(steps))) or original(self, steps, *a, **k))
+    for t, b in ahead.batches(6, 10):
+        same(Batch(b), alone.batch(t, 10))
+    assert [n for who, n in calls if who == id(ahead)] == [6]
+    assert [n for who, n in calls if who == id(alone)] == [1] * 6
