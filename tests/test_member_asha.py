@@ -131,14 +131,19 @@ def test_a_member_resumed_from_its_checkpoint_counts_its_reports_on():
             asked.append(t)
             return False
 
-    stop = MemberStop(Record(), "m0", "m", "max", lambda out: None)
-    stop.on_start(types.SimpleNamespace(start_round=9))
+    turns = RungTurns(2, timeout=0.5)
+    stop = MemberStop(Record(), "m0", "m", "max", lambda out: None, turns=turns, index=0)
+    stop.on_start(types.SimpleNamespace(start_round=9, resumed=True))
+    turns.wait(1, 4)  # member 1 (restarted at round 0) does not wait at a rung member 0 has passed
     for r in (10, 11, 12):
         stop.report({"m": 1.0, "status": "running", "round": r})
     assert asked == [12] and stop.t == 13
     fresh = MemberStop(Record(), "m1", "m", "max", lambda out: None)
-    fresh.on_start(types.SimpleNamespace(start_round=0))
+    fresh.on_start(types.SimpleNamespace(start_round=0, resumed=False))
     assert fresh.t == 0
+    at_zero = MemberStop(Record(), "m2", "m", "max", lambda out: None)
+    at_zero.on_start(types.SimpleNamespace(start_round=0, resumed=True))  # row 0 reported before
+    assert at_zero.t == 1
 
 
 # --- a population: a stopped member leaves the computation -----------------------------------

@@ -22,7 +22,7 @@ import raycompo
 from raycompo.configuration.config import RunConfig
 from raycompo.errors import ConfigError
 from raycompo.tune.trial_checkpoints import RESUMED_AT, Replay, TrialCheckpoints, checkpoints_of
-from raycompo.watch.observers import RunInfo
+from raycompo.watch.observers import Observer, RunInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"n_clients": 24, "clients_per_round": 8, "tau": 3}
@@ -46,7 +46,9 @@ def test_each_trial_has_a_folder_of_its_own_and_resumes_only_from_a_checkpoint(t
     assert not a.exists()
 
 
-class Reported:
+class Reported(Observer):
+    """A TuneReporter's part that Replay uses: `extra`, `report` and `on_row`."""
+
     def __init__(self):
         self.extra: dict = {}
         self.rows: list = []
@@ -62,7 +64,7 @@ def test_a_resumed_trial_hands_its_rows_up_to_the_checkpoint_first(tmp_path):
     out = tmp_path / "t"
     raycompo.run("synthetic", "fedavg", rounds=3, settings={**SMALL, "lr": 0.1}, out=out, checkpoint_every=2)
     reporter = Reported()
-    Replay(reporter, direct="direct").on_start(RunInfo({}, 24, out=str(out), start_round=2))
+    Replay(reporter, direct="direct").on_start(RunInfo({}, 24, out=str(out), start_round=2, resumed=True))
     assert [r["round"] for r in reporter.rows] == [0, 1, 2]
     assert all(r[RESUMED_AT] == 2 and r["via"] == "direct" for r in reporter.rows) and reporter.report == "own"
     written = pd.read_csv(out / "metrics.csv")
@@ -70,6 +72,35 @@ def test_a_resumed_trial_hands_its_rows_up_to_the_checkpoint_first(tmp_path):
     fresh = Reported()
     Replay(fresh).on_start(RunInfo({}, 24, out=str(out), start_round=0))
     assert fresh.rows == [] and RESUMED_AT not in fresh.extra
+    at_zero = Reported()  # resumed from the checkpoint of round 0: row 0 is not computed again
+    Replay(at_zero).on_start(RunInfo({}, 24, out=str(out), start_round=0, resumed=True))
+    assert [r["round"] for r in at_zero.rows] == [0] and at_zero.rows[0][RESUMED_AT] == 0
+
+
+def test_a_trial_killed_before_its_second_checkpoint_hands_every_row_once(tmp_path):
+    """The engine checkpoints round 0: a trial killed before round N resumes from there with
+    `resumed` set, and its reporter hears rounds 0..R once each (row 0 replayed)."""
+    from raycompo.engine import run as engine_run
+
+    ck = checkpoints_of(tmp_path, 5)
+    c = cfg(0.1)
+
+    class Kill(Exception):
+        pass
+
+    class KillAt(Observer):
+        def on_row(self, row):
+            if row["round"] == 2:
+                raise Kill
+
+    with pytest.raises(Kill):
+        engine_run(c, observers=[KillAt()], **ck.run_options(c))
+    options = ck.run_options(c)
+    assert options["resume"] is True
+    reporter = Reported()
+    engine_run(c, observers=[Replay(reporter), reporter], **options)
+    assert [r["round"] for r in reporter.rows] == [0, 1, 2, 3, 4]
+    assert all(r[RESUMED_AT] == 0 for r in reporter.rows[1:])
 
 
 def test_a_resumed_sweep_hands_out_the_trials_holding_a_checkpoint_first(tmp_path):
@@ -104,6 +135,15 @@ def test_a_checkpoint_interval_that_cannot_be_is_refused(tmp_path, every):
     with pytest.raises(ConfigError, match="checkpoint_every"):
         raycompo.tune("dro", checkpoint_every=0, out=tmp_path / "t")
     assert not (tmp_path / "s").exists() and not (tmp_path / "t").exists()
+
+
+def test_a_resumed_sweep_keeps_the_interval_it_started_with(tmp_path, capsys):
+    from raycompo.tune.cli import main
+
+    assert main(["--resume", str(tmp_path / "x"), "--checkpoint-every", "3"]) == 2
+    assert "--checkpoint-every is set when a sweep starts" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="goes on with the interval its sweep.json records"):
+        raycompo.tune(resume=tmp_path / "x", checkpoint_every=3)
 
 
 def test_the_command_line_records_the_interval(tmp_path):

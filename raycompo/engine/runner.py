@@ -183,7 +183,8 @@ def run(
         if backend.uses_ray:  # checked against the cluster before any actor starts (a ConfigError, not a wait)
             _record_placement(cfg, resolved, placement_group, address, config, writer)
         with interruptible():
-            info = RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace, start_round=start_round)
+            info = RunInfo(cfg.to_dict(), resolved.n_clients, out=out, namespace=namespace, start_round=start_round,
+                           resumed=bool(resume))
             status = restarts.run_rounds(cfg.rounds, watch, rows, ckpt, info,
                                          roll_back=functools.partial(_roll_back, rows, writer, kept, costs))
             if writer is not None and status == "completed":

@@ -271,9 +271,14 @@ class MemberStop(Observer):
 
     def on_start(self, info: Any) -> None:
         """A member resumed from its checkpoint at round r has reported rounds 0..r already
-        (tune/trial_checkpoints.py replays them past this rule): its count goes on from there."""
-        start = int(getattr(info, "start_round", 0) or 0)
-        self.t = start + 1 if start > 0 else 0
+        (tune/trial_checkpoints.py replays them past this rule): its count goes on from
+        there, and the members after it in its population do not wait for it at the rungs
+        it has passed."""
+        if not getattr(info, "resumed", False):
+            return
+        self.t = int(info.start_round) + 1
+        if self.turns is not None:
+            self.turns.asked(self.index, self.t)
 
     def report(self, out: dict[str, Any]) -> None:
         self.t += 1  # Tune's training_iteration of this report

@@ -155,6 +155,20 @@ def trial_id(meta: dict[str, Any], algo: str, point: dict[str, Any]) -> str:
     return f"{algo}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
+def check_options(opts: SweepOptions) -> None:
+    """A new sweep's options that need no space: a ConfigError naming the first one out of range."""
+    if opts.search not in SEARCHES:
+        raise ConfigError(f"unknown --search {opts.search!r}; choose one of: {', '.join(SEARCHES)}")
+    if opts.scheduler not in SCHEDULERS:
+        raise ConfigError(f"unknown --scheduler {opts.scheduler!r}; choose one of: {', '.join(SCHEDULERS)}")
+    for name, value in (("samples", opts.samples), ("rounds", opts.rounds), ("max-concurrent", opts.max_concurrent)):
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name} must be >= 1, got {value}")
+    every = opts.checkpoint_every
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        raise ConfigError(f"--checkpoint-every must be an integer >= 1 (rounds), got {every!r}")
+
+
 def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None = None,
             trackers: Sequence[str] = ()) -> tuple[Space, dict[str, Any], SweepStore]:
     """Load and check everything (no trial starts): the space (`opts.space`, or `space`
@@ -162,21 +176,12 @@ def prepare(opts: SweepOptions, resume: str | None = None, space: Space | None =
     (`default_population`: `trackers`, the sweep's --tracker, turn it off). Raises ConfigError
     / DataUnavailableError."""
     if resume:
+        if opts.checkpoint_every is not None:
+            raise ConfigError(f"--checkpoint-every is set when a sweep starts: --resume {resume} goes on with the "
+                              "interval its sweep.json records (options.checkpoint_every)")
         return _prepare_resume(resume, trackers)
-    if opts.search not in SEARCHES:
-        raise ConfigError(f"unknown --search {opts.search!r}; choose one of: {', '.join(SEARCHES)}")
-    if opts.scheduler not in SCHEDULERS:
-        raise ConfigError(f"unknown --scheduler {opts.scheduler!r}; choose one of: {', '.join(SCHEDULERS)}")
+    check_options(opts)
     backend = get_backend(opts.backend)  # a ConfigError naming the backends
-    if opts.samples is not None and opts.samples < 1:
-        raise ConfigError(f"--samples must be >= 1, got {opts.samples}")
-    if opts.rounds is not None and opts.rounds < 1:
-        raise ConfigError(f"--rounds must be >= 1, got {opts.rounds}")
-    if opts.max_concurrent is not None and opts.max_concurrent < 1:
-        raise ConfigError(f"--max-concurrent must be >= 1, got {opts.max_concurrent}")
-    if opts.checkpoint_every is not None and (isinstance(opts.checkpoint_every, bool) or
-                                              not isinstance(opts.checkpoint_every, int) or opts.checkpoint_every < 1):
-        raise ConfigError(f"--checkpoint-every must be an integer >= 1 (rounds), got {opts.checkpoint_every!r}")
     population, off = default_population(check_population(opts.population), backend.uses_ray, trackers)
     space = space if space is not None else load_space(opts.space)
     for key in opts.settings:

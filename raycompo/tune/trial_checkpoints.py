@@ -6,13 +6,16 @@ its own, `<sweep>/checkpoints/<key>`, where `key` hashes the trial's whole RunCo
 that a resumed sweep finds the folder of the same trial and no other. The engine writes a
 checkpoint there every N rounds (raycompo/engine/checkpoint.py) and, on resume, checks
 that it is this run's (task, algorithm, settings, seed, clients, model shape) before using
-it: the folder is input from disk like any other. A trial that ends (completed or
-diverged) removes its folder, so the sweep's disk holds the checkpoints of the running
-trials only.
+it: the folder is input from disk like any other. A trial whose run ends (completed,
+diverged, stopped) removes its folder, and a sweep that ends with nothing left removes them
+all (`forget_all`): the checkpoints of a failed trial stay for the next resume.
 
-A resumed trial first hands Tune the rows it had recorded up to its checkpoint (read back
-from its folder's metrics.csv), then the rows it computes: Tune, the sweep's results and
-ASHA see its whole history, and every row carries `resumed_at` (the checkpoint's round).
+A resumed trial (`RunInfo.resumed`, from a checkpoint of round 0 too) first hands Tune the
+rows it had recorded up to its checkpoint (read back from its folder's metrics.csv), then
+the rows it computes: Tune and the sweep's results see its whole history once, and every
+row carries `resumed_at` (the checkpoint's round). Member ASHA's rungs hear only the rounds
+after the checkpoint (`Replay`'s `direct`); its count of reports goes on from there
+(tune/member_asha.py: `MemberStop.on_start`).
 """
 
 from __future__ import annotations
@@ -105,7 +108,7 @@ class Replay(Observer):
         self.reporter, self.direct = reporter, direct
 
     def on_start(self, info: RunInfo) -> None:
-        if info.start_round <= 0 or not info.out:
+        if not info.resumed or not info.out:  # (a checkpoint of round 0 too: row 0 is not computed again)
             return
         self.reporter.extra[RESUMED_AT] = int(info.start_round)
         own = self.reporter.report

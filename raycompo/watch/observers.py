@@ -39,6 +39,9 @@ class RunInfo:
     """The run's Ray namespace (Ray backend), where its named actors live."""
     start_round: int = 0
     """0 for a new run; the checkpoint's round when resumed."""
+    resumed: bool = False
+    """The run goes on from a checkpoint in `out` (`resume=True`; its round may be 0: the
+    rows up to `start_round` were computed before and are not handed to observers again)."""
     hosts: list[dict[str, Any]] = field(default_factory=list)
     """Ray backend: one entry per host actor: name, client ids (first, last, count), node id."""
 
