@@ -13,7 +13,7 @@ from typing import Any
 from raycompo.tune.member_asha import MemberStop, RemoteRungs, RungTurns
 from raycompo.tune.population_search import MEMBER, MEMBERS
 from raycompo.tune.trainable import TrialSpec, TuneReporter, trial_config, worst
-from raycompo.tune.trial_checkpoints import Replay
+from raycompo.tune.trial_checkpoints import Replay, run_kept
 
 POLL_S = 0.2
 """How often the trainable looks for its members' rows while they run."""
@@ -46,13 +46,9 @@ def run_population_trial(config: dict[str, Any], spec: TrialSpec, rungs: str | N
 
         def go(seat: Any) -> Any:
             try:
-                kept = spec.checkpoints.run_options(cfg) if spec.checkpoints else {}
                 replay = Replay(reporter, direct=rows.put)
-                result = run(cfg, observers=[replay, reporter, *([stop] if stop else [])], driver="local", hosts=seat,
-                             **kept)
-                if spec.checkpoints:
-                    spec.checkpoints.finished(cfg)
-                return result
+                return run_kept(spec.checkpoints, run, cfg, observers=[replay, reporter, *([stop] if stop else [])],
+                                driver="local", hosts=seat)
             except Exception as exc:
                 rows.put({MEMBER: i, "status": "error", "error": str(exc).strip()[:500], spec.metric: worst(spec.mode)})
                 raise

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raycompo.tune.member_asha import MemberStop, RemoteRungs
-from raycompo.tune.trial_checkpoints import Replay, TrialCheckpoints
+from raycompo.tune.trial_checkpoints import Replay, TrialCheckpoints, run_kept
 from raycompo.watch.observers import Observer
 
 
@@ -181,7 +181,5 @@ def run_trial(config: dict[str, Any], spec: TrialSpec, rungs: str | None = None)
         from raycompo.engine.ray_metrics import RayMetrics
 
         observers.append(RayMetrics(namespace=namespace))
-    kept = spec.checkpoints.run_options(cfg) if spec.checkpoints else {}
-    run(cfg, observers=observers, driver="local", placement_group=pg, hosts=hosts, namespace=namespace, **kept)
-    if spec.checkpoints:
-        spec.checkpoints.finished(cfg)
+    run_kept(spec.checkpoints, run, cfg, observers=observers, driver="local", placement_group=pg, hosts=hosts,
+             namespace=namespace)

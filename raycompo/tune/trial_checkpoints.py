@@ -30,7 +30,7 @@ from typing import Any
 
 from raycompo.engine.checkpoint import FILE
 from raycompo.runfolder.results import read_rows
-from raycompo.watch.observers import Observer, Row, RunInfo
+from raycompo.watch.observers import Observer, RunInfo
 
 FOLDER = "checkpoints"
 """The sweep folder's sub-folder of its running trials' run folders."""
@@ -64,6 +64,16 @@ class TrialCheckpoints:
     def finished(self, cfg: Any) -> None:
         """The trial ended (completed or diverged): its folder goes."""
         shutil.rmtree(self.folder(cfg), ignore_errors=True)
+
+
+def run_kept(checkpoints: TrialCheckpoints | None, run: Callable[..., Any], cfg: Any, **options: Any) -> Any:
+    """`run(cfg, **options)`, in the trial's folder with its checkpoints where the sweep keeps
+    them (resumed from there when one is), the folder removed once the run has ended."""
+    if checkpoints is None:
+        return run(cfg, **options)
+    result = run(cfg, **options, **checkpoints.run_options(cfg))
+    checkpoints.finished(cfg)
+    return result
 
 
 def pending(ck: TrialCheckpoints | None, candidates: dict[str, list[dict[str, Any]]],
@@ -119,6 +129,3 @@ class Replay(Observer):
                 self.reporter.on_row(row)
         finally:
             self.reporter.report = own
-
-    def on_row(self, row: Row) -> None:
-        pass
