@@ -39,6 +39,8 @@ other. Every import counts: inside a function, by a name (importlib) or through 
                        cost limits a run stops at; file locks;
                        discovery of built-ins; backend names; the Observer interface; t-intervals;
                        what the public functions' arguments accept; the cost axes (--x, --rank-at)
+  keyed                counter-based keyed draws (hashes of (seed, i)): a chunk's mini-batch
+                       indices, compression's random levels and entries, at once
   problems | models | data | system/ | compression/
                        compositional objectives as pure torch functions; models over a flat
                        parameter vector; data sets and partitions; the simulated system

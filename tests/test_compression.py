@@ -11,19 +11,29 @@ import torch
 from raycompo.compression import Method, compress, parse_method, update
 from raycompo.compression.keys import WEIGHT
 from raycompo.compression.privacy import Accountant, DpSettings, check_dp, noised
-from raycompo.compression.uplink import Uplink
+from raycompo.compression.uplink import Uplink, key_tag
 from raycompo.errors import ConfigError
-from raycompo.seeding import generator
+from raycompo.keyed import keyed_hash_reference, keyed_uniform
+from raycompo.seeding import COMPRESS, derive_seed, generator
 
 
 def gens(n: int, tag: int = 0) -> list[torch.Generator]:
     return [generator(0, 99, tag, i) for i in range(n)]
 
 
-def test_qsgd_is_unbiased_over_many_keyed_draws():
+def seeds(n: int, tag: int = 0) -> torch.Tensor:
+    """The keyed draws' (n,) seeds: those of `gens(n, tag)`'s generators."""
+    return torch.tensor([derive_seed(0, 99, tag, i) for i in range(n)], dtype=torch.int64)
+
+
+DRAWS = {"generators": gens, "keyed": seeds}
+
+
+@pytest.mark.parametrize("draws", sorted(DRAWS))
+def test_qsgd_is_unbiased_over_many_keyed_draws(draws):
     x = torch.randn(1, 40, generator=generator(1), dtype=torch.float64)
     n, s = 20000, 2
-    q = compress(x.expand(n, -1).clone(), Method("qsgd", s), gens(n))
+    q = compress(x.expand(n, -1).clone(), Method("qsgd", s), DRAWS[draws](n))
     # every draw is ||x|| sign(x_i) l / s with l the floor of s|x_i|/||x|| or the next level
     norm = x.norm()
     low = (s * x.abs() / norm).floor()
@@ -36,7 +46,60 @@ def test_qsgd_is_unbiased_over_many_keyed_draws():
     assert not torch.equal(q[0], q[1])  # the draws differ by key
 
 
-def test_topk_keeps_exactly_k_largest_and_randk_k_entries():
+def test_keyed_uniforms_are_the_hashes_top_53_bits_and_uniform():
+    """keyed_uniform's (r, i) is (h(seed_r, i) >> 11) 2^-53, h computed in pure Python; its
+    values look uniform on [0, 1) (mean, variance and deciles of 10^6 draws)."""
+    s = seeds(3)
+    u = keyed_uniform(s, 5)
+    for r in range(3):
+        for i in range(5):
+            assert float(u[r, i]) == (keyed_hash_reference(int(s[r]), i) >> 11) * 2.0**-53
+    big = keyed_uniform(seeds(100), 10_000).flatten()
+    assert float(big.min()) >= 0.0 and float(big.max()) < 1.0
+    assert abs(float(big.mean()) - 0.5) < 5 * math.sqrt(1 / 12 / len(big))
+    assert abs(float(big.var()) - 1 / 12) < 0.002
+    counts = torch.histc(big, bins=10, min=0.0, max=1.0)
+    assert float((counts / len(big) - 0.1).abs().max()) < 0.003
+
+
+def test_keyed_randk_picks_each_entry_with_probability_k_over_d():
+    """rand-k's keyed entries: k distinct entries of range(d) per row, each entry kept in
+    about k/d of 20,000 rows (binomial: within 5 standard deviations)."""
+    x = torch.ones(20_000, 30)
+    r = compress(x, Method("randk", 6), seeds(20_000, tag=1))
+    assert (r != 0).sum(1).eq(6).all()
+    p, n = 6 / 30, len(x)
+    assert float(((r != 0).sum(0) / n - p).abs().max()) < 5 * math.sqrt(p * (1 - p) / n)
+
+
+def test_a_members_keyed_draws_do_not_depend_on_its_chunk():
+    """The uplink's keyed draws: a member's compressed rows are the same alone (the per-client
+    path) and in a chunk of others, at any place; its seed is (seed, COMPRESS, client, round,
+    exchange, key)'s generator seed; `keyed=False` draws from that generator (releases up to
+    0.1.1)."""
+    members = [(3, 0), (7, 0), (3, 1), (11, 2)]
+    x = torch.randn(4, 50, generator=generator(9), dtype=torch.float64)
+    for method in ("qsgd:4", "randk:5"):
+        uplink = Uplink({"g": parse_method(method, "g")}, None, {"p": {}}, seed=5)
+        chunk, _, _ = uplink.apply("p", 2, members, {"g": x}, {}, [{}] * 4, batched=True)
+        back, _, _ = uplink.apply("p", 2, members[::-1], {"g": x.flip(0)}, {}, [{}] * 4, batched=True)
+        torch.testing.assert_close(back["g"].flip(0), chunk["g"], rtol=0, atol=0)
+        for i, member in enumerate(members):
+            alone, _, _ = uplink.apply("p", 2, [member], {"g": x[i]}, {}, [{}], batched=False)
+            torch.testing.assert_close(alone["g"], chunk["g"][i], rtol=0, atol=0)
+        old = Uplink({"g": parse_method(method, "g")}, None, {"p": {}}, seed=5, keyed=False)
+        before, _, _ = old.apply("p", 2, members, {"g": x}, {}, [{}] * 4, batched=True)
+        tag = key_tag("p", "g")
+        by_generators = compress(x, parse_method(method), [generator(5, COMPRESS, c, 2, e, tag) for c, e in members])
+        by_seeds = compress(x, parse_method(method), torch.tensor(
+            [derive_seed(5, COMPRESS, c, 2, e, tag) for c, e in members], dtype=torch.int64))
+        torch.testing.assert_close(before["g"], by_generators, rtol=0, atol=0)
+        torch.testing.assert_close(chunk["g"], by_seeds, rtol=0, atol=0)
+        assert not torch.equal(chunk["g"], before["g"])
+
+
+@pytest.mark.parametrize("draws", sorted(DRAWS))
+def test_topk_keeps_exactly_k_largest_and_randk_k_entries(draws):
     x = torch.randn(3, 50, generator=generator(2))
     for param, k in ((7.0, 7), (0.1, 5), (0.001, 1)):  # a count, a fraction, at least one entry
         out = compress(x, Method("topk", param))
@@ -45,7 +108,7 @@ def test_topk_keeps_exactly_k_largest_and_randk_k_entries():
             kept = row.nonzero().flatten()
             assert set(kept.tolist()) == set(full.abs().topk(k).indices.tolist())
             assert torch.equal(row[kept], full[kept])  # values as they are
-        r = compress(x, Method("randk", param), gens(3))
+        r = compress(x, Method("randk", param), DRAWS[draws](3))
         assert (r != 0).sum(1).tolist() == [k] * 3 and torch.equal(r[r != 0], x[r != 0])  # unscaled
 
 

@@ -83,11 +83,14 @@ def test_topk_with_error_feedback_keeps_residuals_in_client_state_and_trains():
     assert int((f2.w != w0).sum()) <= 4 * 5
 
 
-@pytest.mark.parametrize("method", ["topk:0.02", "qsgd:4", "randk:0.05", "sign"])
-def test_batched_equals_per_client(method):
+@pytest.mark.parametrize("method,sampler", [("topk:0.02", "keyed"), ("qsgd:4", "keyed"), ("randk:0.05", "keyed"),
+                                            ("sign", "keyed"), ("qsgd:4", "randperm"), ("randk:0.05", "randperm")])
+def test_batched_equals_per_client(method, sampler):
+    """Under either sampler's draws (keyed: the compression's draws keyed per member too)."""
     def run(vectorize):
         f = Federation(RunConfig(task="synthetic", algo="fedavg", rounds=3, settings=SYN, backend="inline",
-                                 vectorize=vectorize, compress={"*": method}, dp_clip=5.0, dp_noise=0.1))
+                                 vectorize=vectorize, compress={"*": method}, dp_clip=5.0, dp_noise=0.1,
+                                 sampler=sampler))
         rows = f.run_rounds(3)
         return f, rows
 

@@ -1,4 +1,4 @@
-"""The counter-based keyed mini-batch sampler (issue 41, raycompo/tasks/sampler.py; RunConfig.sampler
+"""The counter-based keyed mini-batch sampler (issue 41, raycompo/keyed.py, tasks/sampler.py; RunConfig.sampler
 'keyed'): its hash is the Python reference's bit for bit, its draws are uniform without
 replacement and in range, a client's indices do not depend on its chunk, and the per-client
 and batched paths agree with it as they do with randperm."""
@@ -15,13 +15,12 @@ import pytest
 import torch
 
 import raycompo
+from raycompo import keyed
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.host import ClientCtx
 from raycompo.errors import ConfigError
-from raycompo.run import main as run_main
-from raycompo.tasks import sampler
-from raycompo.tasks.sampler import (
+from raycompo.keyed import (
     GROUPS,
     MASKED,
     _groups,
@@ -31,6 +30,8 @@ from raycompo.tasks.sampler import (
     keyed_hash_reference,
     keyed_indices,
 )
+from raycompo.run import main as run_main
+from raycompo.tasks import sampler
 from tests.helpers import assert_client_states_close
 from tests.test_vectorize import DRO_SYN, TOL, federation, run_rounds
 
@@ -147,7 +148,7 @@ def test_grouped_draws_equal_the_dense_definition_bit_for_bit(monkeypatch, small
     grouped draw (rows of n_r > b only, by size in GROUPS groups, in blocks) returns the
     dense definition's indices exactly, whatever the block size and however the sizes are
     given, drawn in torch (SMALL_ROWS 0) or in numpy (every chunk small)."""
-    monkeypatch.setattr(sampler, "SMALL_ROWS", small_rows)
+    monkeypatch.setattr(keyed, "SMALL_ROWS", small_rows)
     rng = np.random.default_rng(41)
     kinds = set()
     for trial in range(400):

@@ -100,7 +100,9 @@ def test_every_part_of_the_package_is_in_a_layer():
             unplaced.append(module)
     assert unplaced == []
     at_root = sorted(p.name for p in (ROOT / "raycompo").glob("*.py"))
-    assert len(at_root) <= 8, at_root  # entry points, the public API and the bottom layer
+    # entry points (run, plot, grafana), the public API (__init__, api) and the bottom layers
+    # (errors, settings, seeding and keyed: the seeded streams and the keyed draws)
+    assert len(at_root) <= 9, at_root
 
 
 def test_the_backend_names_and_the_engines_pools_are_the_same_backends():

@@ -18,7 +18,7 @@ phase of the same name computes:
   (seed, client, round, t, stream); the chunk's seeds folded at once, one generator reseeded
   per draw: the same indices), then gathered into one padded (k, B, ...) buffer with a 0/1
   mask for clients with fewer than b samples. With the keyed sampler (RunConfig.sampler
-  'keyed', raycompo/tasks/sampler.py) the indices are the keyed hashes' b smallest of those very
+  'keyed', raycompo/keyed.py) the indices are the keyed hashes' b smallest of those very
   seeds, drawn for all the chunk's clients and steps in one call (no per-client torch op).
   `local_sgd` draws all its steps first and
   gathers their rows at once (within `gather_bytes`). Where the chunk's clients' data are

@@ -1,7 +1,7 @@
 """Milliseconds to draw a cohort's mini-batch indices (issue 41, item 2): per client and step,
 `randperm(n_i)[:b]` from a generator reseeded by its key (the 'randperm' sampler, as
 `CohortBatch.draw_steps` draws today), beside the keyed sampler's one call for the whole
-chunk (`keyed_indices`, raycompo/tasks/sampler.py; `--sampler keyed`) and its per-client
+chunk (`keyed_indices`, raycompo/keyed.py; `--sampler keyed`) and its per-client
 path's one row at a time (`keyed_draw`, as `ClientData.batch` draws it), on the same seeds.
 
     python -m raycompo.bench sampler [--m 1000] [--n 60] [--b 16] [--steps 20] [--repeats 5]

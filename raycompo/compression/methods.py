@@ -18,8 +18,10 @@ the server reconstructs from the message) and says how many bits one row's messa
 
 topk, randk and sign are biased and run with error feedback (`FEEDBACK`; the residuals are
 kept and applied by raycompo/compression/uplink.py, in the client's state under
-`RESIDUALS`). Pure torch; the random draws come from generators the
-caller keys (seed, client, round, exchange, key).
+`RESIDUALS`). Pure torch; the random draws (`Draws`) are keyed by the caller (seed, client,
+round, exchange, key): one generator per row (the draws of releases up to 0.1.1), or one
+64-bit seed per row for the counter-based keyed draws of raycompo/keyed.py (a whole chunk's
+rows in a fixed number of tensor operations, the same bits on the CPU and on CUDA).
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ from dataclasses import dataclass
 import torch
 
 from raycompo.errors import ConfigError
+from raycompo.keyed import keyed_indices, keyed_uniform
+
+Draws = list[torch.Generator] | torch.Tensor
+"""The random methods' draws for k rows: a list of k generators (row i's levels `torch.rand`,
+its entries `randperm`, from generator i), or a (k,) int64 tensor of 64-bit seeds (row i's
+levels `keyed_uniform`, its entries `keyed_indices`, of seed i)."""
 
 METHODS = ("qsgd", "topk", "randk", "sign")
 """The method names of `--compress KEY=METHOD[:PARAM]`."""
@@ -68,7 +76,7 @@ class Method:
             raise ConfigError(f"--compress {key}={self}: k = {self.k_of(d)} is above the key's size {d}; "
                               f"give k <= {d} or a fraction below 1")
 
-    def compress_rows(self, x: torch.Tensor, gens: list[torch.Generator] | None = None) -> torch.Tensor:
+    def compress_rows(self, x: torch.Tensor, gens: Draws | None = None) -> torch.Tensor:
         """`compress(x, self, gens)`: the decoded rows of x (k, d)."""
         return _compress(x, self, gens)
 
@@ -149,23 +157,35 @@ def scaled_sign(x: torch.Tensor) -> torch.Tensor:
     return x.sign() * x.abs().mean(dim=1, keepdim=True)
 
 
-def compress(x: torch.Tensor, method: Method, gens: list[torch.Generator] | None = None) -> torch.Tensor:
-    """The decoded rows of x (k, d) under `method`; `gens`: one generator per row for the
-    random methods (qsgd, randk), keyed by the caller."""
+def compress(x: torch.Tensor, method: Method, gens: Draws | None = None) -> torch.Tensor:
+    """The decoded rows of x (k, d) under `method`; `gens`: the random methods' (qsgd,
+    randk) draws for the k rows (`Draws`), keyed by the caller."""
     return method.compress_rows(x, gens)
 
 
-def _compress(x: torch.Tensor, method: Method, gens: list[torch.Generator] | None) -> torch.Tensor:
+def uniforms(gens: Draws, d: int, like: torch.Tensor) -> torch.Tensor:
+    """(k, d) uniforms on [0, 1) in `like`'s dtype and device, drawn in float64."""
+    if isinstance(gens, torch.Tensor):
+        return keyed_uniform(gens.to(like.device), d).to(like.dtype)
+    return torch.stack([torch.rand(d, generator=g, dtype=torch.float64) for g in gens]).to(like.device, like.dtype)
+
+
+def entries(gens: Draws, d: int, k: int, device: torch.device) -> torch.Tensor:
+    """(rows, k) int64: each row's k of d entries drawn uniformly without replacement."""
+    if isinstance(gens, torch.Tensor):
+        return keyed_indices(gens.to(device), [d] * len(gens), k)
+    return torch.stack([torch.randperm(d, generator=g)[:k] for g in gens]).to(device)
+
+
+def _compress(x: torch.Tensor, method: Method, gens: Draws | None) -> torch.Tensor:
     d = x.shape[1]
     if method.name == "qsgd":
         assert gens is not None and method.param is not None
-        u = torch.stack([torch.rand(d, generator=g, dtype=torch.float64) for g in gens]).to(x.device, x.dtype)
-        return qsgd(x, int(method.param), u)
+        return qsgd(x, int(method.param), uniforms(gens, d, x))
     if method.name == "topk":
         return topk(x, method.k_of(d))
     if method.name == "randk":
         assert gens is not None
         k = method.k_of(d)
-        picks = torch.stack([torch.randperm(d, generator=g)[:k] for g in gens]).to(x.device)
-        return randk(x, k, picks)
+        return randk(x, k, entries(gens, d, k, x.device))
     return scaled_sign(x)

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
+import numpy as np
 import torch
 
 from raycompo.compression.keys import VALUE, Sent
-from raycompo.compression.methods import Method
+from raycompo.compression.methods import Draws, Method
 from raycompo.errors import ConfigError
-from raycompo.seeding import COMPRESS, generator
+from raycompo.seeding import COMPRESS, fold, fold_ids, generator
 
 RESIDUALS = "_uplink"
 """The client-state key of a member's uplink state, {'phase:key': e (d,)} (error-feedback
@@ -159,13 +160,18 @@ class UplinkStep:
 class Compress(UplinkStep):
     """`--compress`: each key with a method compressed, with error feedback where the
     method keeps it; its encoded bytes in `up.encoded` (`methods` by key, '*': every
-    non-weight tensor key not named)."""
+    non-weight tensor key not named). The random methods' draws of a member are keyed by
+    (seed, COMPRESS, client, round, exchange, key): `keyed` (RunConfig.sampler 'keyed') the
+    counter-based draws of the whole chunk at once, each member's seed that of the generator
+    the other draws use (`derive_seed` of that key), else a generator per member (the draws
+    of releases up to 0.1.1)."""
 
     name = "compress"
 
-    def __init__(self, methods: dict[str, Method], seed: int):
-        self.methods, self.seed = methods, seed
+    def __init__(self, methods: dict[str, Method], seed: int, keyed: bool = True):
+        self.methods, self.seed, self.keyed = methods, seed, keyed
         self._checked: set[tuple[str, str]] = set()
+        self._prefix = fold(0, seed, COMPRESS)
 
     def method_of(self, sent: Sent, key: str, is_tensor: bool) -> Method | None:
         """The key's method: named, else '*' for a tensor that is not a weight."""
@@ -203,15 +209,21 @@ class Compress(UplinkStep):
             e = up.kept.rows(name, x)
             if e is not None:
                 x = x + e
-        gens = None
-        if method.name in ("qsgd", "randk"):
-            tag = key_tag(up.phase, key)
-            gens = [generator(self.seed, COMPRESS, cid, up.round_, call, tag) for cid, call in up.members]
-        c = method.compress_rows(x, gens)
+        c = method.compress_rows(x, self.draws(up, key) if method.name in ("qsgd", "randk") else None)
         if method.feedback:
             up.kept.set_rows(name, x - c)
         up.encoded[key] = [math.ceil(method.bits(d) / 8)] * len(up.members)
         return c
+
+
+    def draws(self, up: Upload, key: str) -> Draws:
+        """The members' draws of `key` (`Draws`): (k,) seeds where keyed, else k generators."""
+        tag = key_tag(up.phase, key)
+        if not self.keyed:
+            return [generator(self.seed, COMPRESS, cid, up.round_, call, tag) for cid, call in up.members]
+        ids, calls = (np.array(col, dtype=np.int64) for col in zip(*up.members))
+        seeds = fold_ids(self._prefix, ids, up.round_, calls, tag) >> np.uint64(1)  # derive_seed's 63 bits
+        return torch.from_numpy(seeds.view(np.int64))
 
 
 class Clip(UplinkStep):
@@ -242,17 +254,19 @@ class Uplink:
     """The steps of what clients send up, in order (`steps`): `Compress(methods)` where
     `methods` by key ('*': every non-weight key not named) is not empty, `Clip(clip)` where
     the DP clipping norm C is given, then the user's `extra` steps; `contributions` the
-    algorithm's declaration (`Algorithm.contributions`)."""
+    algorithm's declaration (`Algorithm.contributions`); `keyed`: the compression's draws
+    keyed (`Compress`)."""
 
     methods: dict[str, Method]
     clip: float | None
     contributions: dict[str, dict[str, Sent]]
     seed: int
     extra: list[UplinkStep] = field(default_factory=list)
+    keyed: bool = True
     steps: list[UplinkStep] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.steps = (([Compress(self.methods, self.seed)] if self.methods else [])
+        self.steps = (([Compress(self.methods, self.seed, self.keyed)] if self.methods else [])
                       + ([Clip(self.clip)] if self.clip is not None else []) + list(self.extra))
 
     def sent(self, phase: str, key: str) -> Sent:

@@ -68,10 +68,12 @@ class RunConfig:
     sampler: str = DEFAULT_SAMPLER
     """How clients' mini-batch indices are drawn (`ClientData` batches; meta-learning tasks
     draw their own): 'keyed' (the default: the b smallest keyed hashes of the generator of
-    (seed, client, round, step, stream) and i, raycompo/tasks/sampler.py: a chunk's clients
+    (seed, client, round, step, stream) and i, raycompo/keyed.py: a chunk's clients
     and steps drawn in one call, the same indices on the CPU and on CUDA) or 'randperm'
     (`randperm(n_i)[:b]` from that generator: the draws of releases up to 0.1.1, which a
-    record without this field ran with)."""
+    record without this field ran with). It picks the uplink compression's draws alike
+    (`--compress` qsgd's levels, randk's entries): keyed by each member's seed, or from a
+    generator per member."""
     system: str | None = None
     """A simulated system (raycompo/system/, docs/system.md): a built-in profile name
     ('uniform', 'mobile', 'mobile-sync', 'mobile-fastest') or a YAML file path. It adds

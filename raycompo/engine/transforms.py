@@ -50,7 +50,7 @@ def make_uplink(r: Resolved, algorithm: Any) -> Uplink | None:
     if not methods and dp is None and not extra:
         return None
     return Uplink(methods, None if dp is None else dp.clip, getattr(algorithm, "contributions", {}) or {},
-                  r.config.seed, extra)
+                  r.config.seed, extra, keyed=r.config.sampler == "keyed")
 
 
 class Transforms:
