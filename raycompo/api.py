@@ -146,7 +146,8 @@ def run(
         vectorize_memory (MB): what one batched chunk of clients may use.
     sampler: how clients' mini-batches are drawn (as --sampler): 'keyed' (default: counter-based
         keyed hashes, raycompo/keyed.py: a batched chunk's draws in one call, the same on
-        CPU and CUDA) or 'randperm' (the draws of releases up to 0.1.1).
+        CPU and CUDA; `compress`'s QSGD and rand-k draws keyed too) or 'randperm' (the draws
+        of releases up to 0.1.1).
     system: a simulated system (as --system): a built-in profile ('uniform', 'mobile',
         'mobile-sync', 'mobile-fastest') or a YAML file path; cohorts are drawn among online
         clients and the rows gain sim_time, dropped, wasted_s and the dropped_* costs

@@ -58,7 +58,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="memory a host's batched chunk of clients may use (default 512)")
     p.add_argument("--sampler", choices=("randperm", "keyed"), default="keyed",
                    help="how clients' mini-batches are drawn: keyed (default: counter-based hashes, a chunk's clients "
-                        "drawn at once, the same on CPU and CUDA) or randperm (the draws of releases up to 0.1.1)")
+                        "drawn at once, the same on CPU and CUDA; --compress's QSGD and rand-k draws keyed too) or randperm (the draws of "
+                        "releases up to 0.1.1)")
     p.add_argument("--system", default=None, metavar="PROFILE",
                    help="simulate devices, availability and a clock: a built-in profile (uniform, mobile, mobile-sync, mobile-fastest) or a YAML "
                         "file; adds the columns sim_time, dropped, wasted_s, dropped_* (docs/system.md)")

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from raycompo import keyed
 from raycompo.compression import Method, compress, parse_method, update
 from raycompo.compression.keys import WEIGHT
 from raycompo.compression.privacy import Accountant, DpSettings, check_dp, noised
@@ -54,6 +55,10 @@ def test_keyed_uniforms_are_the_hashes_top_53_bits_and_uniform():
     for r in range(3):
         for i in range(5):
             assert float(u[r, i]) == (keyed_hash_reference(int(s[r]), i) >> 11) * 2.0**-53
+    with pytest.MonkeyPatch.context() as patch:  # hashed in pieces of rows, and of 2 rows
+        for cache in (3, 10):
+            patch.setattr(keyed, "CACHE_ELEMENTS", cache)
+            torch.testing.assert_close(keyed_uniform(s, 5), u, rtol=0, atol=0)
     big = keyed_uniform(seeds(100), 10_000).flatten()
     assert float(big.min()) >= 0.0 and float(big.max()) < 1.0
     assert abs(float(big.mean()) - 0.5) < 5 * math.sqrt(1 / 12 / len(big))

@@ -22,7 +22,7 @@ per extra client. `--top N` lists the N aten operations that grow most with m.
                                  [--sampler randperm] [--compress KEY=METHOD ...]
 
 `--sampler randperm` counts the runs with the draws of releases up to 0.1.1 (RunConfig.sampler,
-raycompo/tasks/sampler.py): a `randperm` per client and step instead of a chunk's keyed draws in
+raycompo/keyed.py): a `randperm` per client and step instead of a chunk's keyed draws in
 one call. `--compress` (as `python -m raycompo.run --compress`) counts the runs with their
 uploads compressed, e.g. `'*=topk:0.01'` (error feedback: the clients' residuals are read and
 written as stacked rows, engine/batched.py).

@@ -179,7 +179,7 @@ def _cached_partition(cls: type, key: tuple, seed: int, data_dir: str | None) ->
 def draw_indices(n: int, size: int, gen: torch.Generator, sampler: str = "randperm") -> torch.Tensor:
     """`size` < n distinct indices of range(n) drawn with `gen` (a CPU int64 tensor):
     `randperm(n)[:size]`, or with sampler 'keyed' the b smallest keyed hashes of
-    (gen's seed, i) (raycompo/tasks/sampler.py), which `CohortBatch` draws for a chunk at once."""
+    (gen's seed, i) (raycompo/keyed.py), which `CohortBatch` draws for a chunk at once."""
     if sampler == "keyed":
         return keyed_draw(gen.initial_seed(), n, size)
     return torch.randperm(n, generator=gen)[:size]
