@@ -67,6 +67,19 @@ def test_keyed_uniforms_are_the_hashes_top_53_bits_and_uniform():
     assert float((counts / len(big) - 0.1).abs().max()) < 0.003
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_uniforms_and_compression_equal_the_cpus():
+    """The keyed draws' bits on CUDA (torch's int64, in blocks of rows) are the CPU's (numpy's
+    uint64, in cache-sized blocks), and so are rand-k's rows and QSGD's (to its norm's rounding)."""
+    s = seeds(300, tag=2)
+    assert torch.equal(keyed_uniform(s.cuda(), 5000, block_elements=70_000).cpu(), keyed_uniform(s, 5000))
+    x = torch.randn(300, 5000, generator=generator(4), dtype=torch.float64)
+    assert torch.equal(compress(x.cuda(), Method("randk", 50), s.cuda()).cpu(), compress(x, Method("randk", 50), s))
+    # QSGD: the same levels but where a norm's last bit differs on the device (its reduction order)
+    torch.testing.assert_close(compress(x.cuda(), Method("qsgd", 4), s.cuda()).cpu(), compress(x, Method("qsgd", 4), s),
+                               rtol=1e-12, atol=1e-12)
+
+
 def test_keyed_randk_picks_each_entry_with_probability_k_over_d():
     """rand-k's keyed entries: k distinct entries of range(d) per row, each entry kept in
     about k/d of 20,000 rows (binomial: within 5 standard deviations)."""
