@@ -112,6 +112,51 @@ def test_resume_from_a_checkpoint_gives_the_uninterrupted_rows(aggregation, tran
                       [{k: v for k, v in whole[-1].items() if k not in drop}], tol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["qsgd:4", "randk:0.1"])
+@pytest.mark.parametrize("aggregation", list(AGGREGATIONS))
+def test_keyed_compression_draws_per_client_batched_and_resumed_alike(aggregation, method, monkeypatch):
+    """QSGD's levels and rand-k's entries, keyed per (client, round or version, exchange) for
+    a whole chunk (the default sampler), in every aggregation: the per-client path and the
+    batched chunks give the same rows, and a resumed run the uninterrupted one's. The keyed
+    draws are what runs (their rows counted: one per member alone, several in a chunk)."""
+    from raycompo.compression import methods
+
+    drawn: dict[str, list[int]] = {"uniform": [], "indices": []}
+
+    def counting(real, key):
+        def spy(seeds, *args, **kw):
+            drawn[key].append(len(seeds))
+            return real(seeds, *args, **kw)
+        return spy
+
+    monkeypatch.setattr(methods, "keyed_uniform", counting(methods.keyed_uniform, "uniform"))
+    monkeypatch.setattr(methods, "keyed_indices", counting(methods.keyed_indices, "indices"))
+    used = "uniform" if method.startswith("qsgd") else "indices"
+    drop = ("round_time", "wall_time", BREAKDOWN_KEY, "_clients")
+
+    def kept(rows):
+        return [{k: v for k, v in r.items() if k not in drop} for r in rows]
+
+    def cfg(**kw):
+        return dataclasses.replace(config(aggregation, "plain", compress={"nw": method}), **kw)
+
+    per_client = rounds(Federation(cfg(vectorize="off")))
+    assert drawn[used] and set(drawn[used]) == {1}
+    drawn[used].clear()
+    batched = rounds(Federation(cfg(vectorize="on")))
+    assert drawn[used] and max(drawn[used]) > 1
+    assert_rows_close(kept(batched), kept(per_client), tol=1e-5)
+    first = Federation(cfg())
+    try:
+        first.run_rounds(2)
+        ckpt = first.checkpoint()
+    finally:
+        first.close()
+    second = Federation(cfg())
+    second.restore(ckpt)
+    assert_rows_close(kept(rounds(second, 1)), kept(batched[-1:]), tol=1e-12)
+
+
 # --- one path ------------------------------------------------------------------------
 @pytest.mark.parametrize("aggregation", list(AGGREGATIONS))
 def test_a_replaced_step_and_a_listener_act_in_every_aggregation(aggregation, monkeypatch):
@@ -257,6 +302,18 @@ def test_ray_equals_inline_for_every_aggregation(aggregation, ray_session):
     inline = rounds(Federation(config(aggregation, transform)))
     on_ray = rounds(Federation(dataclasses.replace(config(aggregation, transform), backend="ray", clients_per_actor=4,
                                                    cpus_per_actor=0.5)))
+    drop = ("round_time", "wall_time", BREAKDOWN_KEY, "_clients")
+    assert_rows_close([{k: v for k, v in r.items() if k not in drop} for r in on_ray],
+                      [{k: v for k, v in r.items() if k not in drop} for r in inline], tol=1e-6)
+
+
+@pytest.mark.slow
+def test_ray_equals_inline_with_keyed_compression_under_async(ray_session):
+    """The keyed QSGD draws of asynchronous steps (keyed by client, version and dispatch) on
+    Ray's host actors are the inline ones."""
+    cfg = config("async", "plain", compress={"nw": "qsgd:4"})
+    inline = rounds(Federation(cfg))
+    on_ray = rounds(Federation(dataclasses.replace(cfg, backend="ray", clients_per_actor=4, cpus_per_actor=0.5)))
     drop = ("round_time", "wall_time", BREAKDOWN_KEY, "_clients")
     assert_rows_close([{k: v for k, v in r.items() if k not in drop} for r in on_ray],
                       [{k: v for k, v in r.items() if k not in drop} for r in inline], tol=1e-6)

@@ -215,7 +215,6 @@ class Compress(UplinkStep):
         up.encoded[key] = [math.ceil(method.bits(d) / 8)] * len(up.members)
         return c
 
-
     def draws(self, up: Upload, key: str) -> Draws:
         """The members' draws of `key` (`Draws`): (k,) seeds where keyed, else k generators."""
         tag = key_tag(up.phase, key)
