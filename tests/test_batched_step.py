@@ -111,6 +111,7 @@ def test_samples_read_count_each_batch_handed_out():
     cb = CohortBatch(ctxs, task, torch.device("cpu"))
     cb.local_sgd(cb.broadcast(task.init_weights()), 3, 0.1, 10, cb.loss_gradient())
     cb.batch(0, 10, stream=2)
+    cb.close()  # the engine's call when a batched phase returns: the chunk's counts handed over
     assert [c.data.samples_read - b for c, b in zip(ctxs, before)] == [4 * min(10, n) for n in cb.sizes]
 
 

@@ -50,6 +50,7 @@ from raycompo.problems.oracle import add_rows, uncounted
 from raycompo.seeding import CLIENT, DISPATCH, FOLD_MANY_PYTHON, fold, fold_many
 from raycompo.settings import row_scalar
 from raycompo.tasks.base import ClientData, count_draws
+from raycompo.tasks.draw_journal import DrawJournal
 from raycompo.tasks.sampler import DEFAULT_SAMPLER, as_int64, keyed_indices
 from raycompo.tasks.slab import PAD, DataSlab, common_slab
 
@@ -169,6 +170,7 @@ class CohortBatch:
         self._predrawn: dict[int, tuple[int, range, torch.Tensor | None, list[int | None]]] = {}
         self._draws: dict[int, tuple[list[int], list[int | None]]] = {}
         self._datas: list[ClientData] | None = None
+        self._journal: DrawJournal | None = None
         self._slab_of: tuple[tuple[DataSlab, np.ndarray] | None] | None = None
         self._whole: dict[tuple[int, int | None], np.ndarray] = {}
         self.sampler: str = getattr(clients[0].data, "sampler", DEFAULT_SAMPLER) if clients else DEFAULT_SAMPLER
@@ -417,6 +419,12 @@ class CohortBatch:
         datas = self._datas
         if datas is None:  # the chunk's data objects, read once (a comprehension: no call per client)
             datas = self._datas = [c.data for c in self.clients]
+            self._journal = DrawJournal.claim(datas, self.sizes)
+        journal = self._journal
+        if journal is not None:  # counted for the whole chunk (tasks/draw_journal.py), else client by client
+            if len(rows) == self.k and journal.count(step, stream, size, seeds, rows):
+                return
+            journal.materialize()
         if {type(d) for d in datas} == {ClientData}:  # each counted as `count_draw` does, without a call each
             count_draws(datas, seeds, size, rows, self.sizes)
             return
@@ -426,6 +434,12 @@ class CohortBatch:
                 d.samples_read += n
             else:
                 count_draw(int(seed), None if size is None or size >= total else size, n)
+
+    def close(self) -> None:
+        """Hand the chunk's clients the draws counted for the whole chunk (`DrawJournal`): the
+        engine calls it when the batched phase returns, before the ledger reads them."""
+        if self._journal is not None:
+            self._journal.close()
 
     def gather(self, steps: range, size: int | None, stream: int = 0) -> None:
         """Draw the batches of `steps` ahead and gather their rows at once: the whole

@@ -169,12 +169,15 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
         read = samples_read_many(datas) if costs is not None else []
         calls = [0] * len(chunk)
         cb = CohortBatch(ctxs, host.task, host.device, gathered, sizes=sizes)
-        if costs is None:
-            out, new_states = fn(cb, states, payload)
-        else:
-            with metering(len(chunk)) as meter:
+        try:
+            if costs is None:
                 out, new_states = fn(cb, states, payload)
-            calls = list(meter.calls)
+            else:
+                with metering(len(chunk)) as meter:
+                    out, new_states = fn(cb, states, payload)
+                calls = list(meter.calls)
+        finally:
+            cb.close()  # the draws counted for the whole chunk, handed to its clients
         if len(new_states) != len(chunk):
             raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
         encoded: dict[str, list[int]] = {}

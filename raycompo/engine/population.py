@@ -283,8 +283,11 @@ def run_chunk(hosts: list[Host], requests: list[Request], parts: list[tuple], pa
     fn = getattr(algorithm, type(algorithm).batched_phases[phase])
     states = [s for part in parts for s in part[4]]
     read = samples_read_many([c.data for c in ctxs])
-    with metering(len(ctxs)) as meter:
-        out, new_states = fn(cb, states, payload)
+    try:
+        with metering(len(ctxs)) as meter:
+            out, new_states = fn(cb, states, payload)
+    finally:
+        cb.close()  # the draws counted for the whole chunk, handed to its clients
     if len(new_states) != len(ctxs):
         raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(ctxs)} rows")
     calls = list(meter.calls)

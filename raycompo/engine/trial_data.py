@@ -19,8 +19,9 @@ def sharable(data: Any) -> bool:
     return isinstance(data, ClientData)
 
 
-COUNTERS = ("samples_read", "_drawn")
-"""The fields of a `ClientData` that each trial keeps its own of."""
+COUNTERS = ("samples_read", "_drawn", "_journal")
+"""The fields of a `ClientData` that each trial keeps its own of (`_journal`: the batched
+chunk counting its draws, tasks/draw_journal.py)."""
 
 
 def refresh(own: ClientData, base: ClientData) -> None:
@@ -36,6 +37,7 @@ def private(data: ClientData) -> ClientData:
     shared object's; its remembered draws start empty)."""
     own = copy.copy(data)
     own._drawn = {}
+    own._journal = None
     return own
 
 

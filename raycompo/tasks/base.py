@@ -66,6 +66,9 @@ class ClientData:
     """Where x and y are views of rows of a stacked `DataSlab` (set by the engine's data
     cache; `CohortBatch` then gathers a chunk's batches from the slab at once); None for
     data of their own."""
+    _journal: Any = field(default=None, init=False, compare=False, repr=False)
+    """The `DrawJournal` (tasks/draw_journal.py) counting this client's draws within a batched
+    chunk, if one holds it: its entries are handed over before anything else counts here."""
     sampler: str = field(default=DEFAULT_SAMPLER, compare=False, repr=False)
     """How `batch`, `outer_batch` and `indices` draw (`raycompo.tasks.sampler.SAMPLERS`): set by the host
     that holds the client, from the run's RunConfig.sampler."""
@@ -77,11 +80,15 @@ class ClientData:
     def new_round(self) -> None:
         """Forget the draws remembered (the engine calls it when a round first uses the
         client: a draw is counted once within a round, and two runs in one process both count)."""
+        if self._journal is not None:
+            self._journal.materialize()
         self._drawn.clear()
 
     def count_draw(self, seed: int, size: int | None, n: int, outer: bool = False) -> None:
         """Count n points drawn with a generator of `seed` (size None: all of them), unless
         the same draw was counted among the last DRAWS_KEPT."""
+        if self._journal is not None:
+            self._journal.materialize()
         key = (seed, size, outer)
         if key in self._drawn:
             return
