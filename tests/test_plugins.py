@@ -155,6 +155,35 @@ def test_a_package_installed_after_the_first_look_is_found(tmp_path, monkeypatch
     assert "scgd-late" in raycompo.list_algorithms()
 
 
+def test_trials_starting_together_read_the_entry_points_once(monkeypatch):
+    """A population's trials look their names up at once, from threads: one of them reads the
+    installed entry points, the others wait for it and share them."""
+    import threading
+
+    reads = []
+    real = plugins.metadata.entry_points
+
+    def counted():
+        reads.append(1)
+        return real()
+
+    monkeypatch.setattr(plugins.metadata, "entry_points", counted)
+    plugins._INSTALLED.clear()
+    start = threading.Barrier(8)
+    found = []
+
+    def look():
+        start.wait(timeout=30)
+        found.append(plugins._entry_points_installed())
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(found) == 8 and len(reads) == 1 and all(f is found[0] for f in found)
+
+
 def test_an_entry_point_edited_in_place_or_another_current_folder_is_seen(tmp_path, monkeypatch):
     """The key of the entry points' cache changes when a distribution's entry_points.txt is
     rewritten in place (its folder's time does not change) and, for sys.path's '' entry, when

@@ -42,6 +42,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -143,6 +144,7 @@ def entry_points(kind: str) -> list[EntryPoint]:
 
 
 _INSTALLED: dict[tuple[Any, ...], metadata.EntryPoints] = {}
+_INSTALLED_LOCK = threading.Lock()
 
 
 def _mtime(path: str) -> float:
@@ -171,12 +173,13 @@ def _entry_points_installed() -> metadata.EntryPoints:
     entry_points.txt edited in place or another current directory changes the key). Reading
     them costs about 16 ms (a file per distribution), and every run names its task and
     algorithm; the key, a few stat calls per folder."""
-    key = tuple(_folder_state(folder) for folder in sys.path)
-    found = _INSTALLED.get(key)
-    if found is None:
-        _INSTALLED.clear()
-        found = _INSTALLED[key] = metadata.entry_points()
-    return found
+    with _INSTALLED_LOCK:  # a population's trials start together: one of them reads, the others wait for it
+        key = tuple(_folder_state(folder) for folder in sys.path)
+        found = _INSTALLED.get(key)
+        if found is None:
+            _INSTALLED.clear()
+            found = _INSTALLED[key] = metadata.entry_points()
+        return found
 
 
 def registered(kind: str) -> dict[str, type]:

@@ -175,7 +175,7 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
             else:
                 with metering(len(chunk)) as meter:
                     out, new_states = fn(cb, states, payload)
-                calls = list(meter.calls)
+                calls = meter.per_row()
         finally:
             cb.close()  # the draws counted for the whole chunk, handed to its clients
         if len(new_states) != len(chunk):

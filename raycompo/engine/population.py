@@ -290,7 +290,7 @@ def run_chunk(hosts: list[Host], requests: list[Request], parts: list[tuple], pa
         cb.close()  # the draws counted for the whole chunk, handed to its clients
     if len(new_states) != len(ctxs):
         raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(ctxs)} rows")
-    calls = list(meter.calls)
+    calls = meter.per_row()
     at = 0
     for t, chunk, part_ctxs, _, _ in parts:
         rows = slice(at, at + len(chunk))

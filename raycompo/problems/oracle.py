@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
 
 _local = threading.local()
@@ -43,8 +44,8 @@ class OracleMeter:
 
     def __init__(self, rows: int | None = None):
         self.rows = rows
-        self.calls = [0] * (1 if rows is None else rows)
-        """Calls so far, one entry per row (one entry for a single member)."""
+        self.calls = np.zeros(1 if rows is None else rows, dtype=np.int64)
+        """Calls so far, one entry per row (one entry for a single member); `per_row` as ints."""
         self.depth = 0
         """Oracle calls under way (a nested call is not counted again)."""
         self.row: int | None = None
@@ -52,28 +53,31 @@ class OracleMeter:
 
     def add(self, n: int | Sequence[int]) -> None:
         """Add n calls: an int for a single member (in a chunk: spread over its rows, the
-        remainder on the first ones), or one count per row of a chunk."""
+        remainder on the first ones), or one count per row of a chunk (added at once: no
+        Python work per row)."""
         if isinstance(n, int):
             if self.rows is None or self.rows == 1:
                 self.calls[0] += n
-                return
-            if self.row is not None:
+            elif self.row is not None:
                 self.calls[self.row] += n
-                return
-            each, rest = divmod(n, self.rows)
-            for i in range(self.rows):
-                self.calls[i] += each + (1 if i < rest else 0)
+            else:
+                each, rest = divmod(n, self.rows)
+                self.calls += each
+                self.calls[:rest] += 1
             return
-        counts = list(n)
+        counts = np.asarray(n if isinstance(n, list) else list(n), dtype=np.int64)
         if self.rows is None:
-            self.calls[0] += sum(counts)
+            self.calls[0] += counts.sum()
         else:
-            for i, c in enumerate(counts[: self.rows]):
-                self.calls[i] += int(c)
+            self.calls[:len(counts)] += counts[: self.rows]
+
+    def per_row(self) -> list[int]:
+        """The calls of each row (of the single member: one entry), as Python ints."""
+        return self.calls.tolist()
 
     @property
     def total(self) -> int:
-        return sum(self.calls)
+        return int(self.calls.sum())
 
 
 def current() -> OracleMeter | None:
@@ -136,7 +140,7 @@ def points(batch: Any) -> int | list[int]:
     or `count`), else the length of its first tensor ((x, y) pairs, a tensor), else 1."""
     rows = getattr(batch, "rows", None)
     if rows is not None:
-        return [int(r) for r in rows]
+        return list(map(int, rows))
     count = getattr(batch, "count", None)
     if isinstance(count, torch.Tensor):
         return [int(c) for c in count.tolist()]
