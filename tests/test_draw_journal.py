@@ -1,7 +1,7 @@
 """A chunk's draws counted by a `DrawJournal` (tasks/draw_journal.py) leave every client
 exactly what `ClientData.count_draw` leaves: its samples read and its remembered draws, in
 order, whatever comes between (a draw repeated, a second size, a per-client draw, a new
-round, a round longer than DRAWS_KEPT)."""
+round, the next exchange's chunk of the same clients, a round longer than DRAWS_KEPT)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import random
 
 import torch
 
+from raycompo.engine.host import new_rounds
 from raycompo.tasks.base import DRAWS_KEPT, ClientData, count_draws
 from raycompo.tasks.draw_journal import DrawJournal
 
@@ -31,10 +32,15 @@ def run(ops: list[tuple], sizes: list[int], journaled: bool) -> list[tuple[int, 
     """Apply `ops` to a fresh chunk, counted as `CohortBatch._count` counts (with a journal)
     or client by client with `count_draw` (the reference); each client's counters after."""
     datas = clients(sizes)
-    journal = DrawJournal.claim(datas, sizes) if journaled else None
+    journal, claim = None, journaled
     for op in ops:
         if op[0] == "chunk":
             _, step, stream, size = op
+            if claim:
+                journal, claim = DrawJournal.claim(datas, sizes), False
+                if journal is None:  # what an earlier journal owes, handed over
+                    for owed in {d._journal for d in datas} - {None}:
+                        owed.materialize()
             seeds = [seed_of(d.client_id, step, stream) for d in datas]
             rows = draw_rows(sizes, size)
             if journal is not None:
@@ -53,8 +59,19 @@ def run(ops: list[tuple], sizes: list[int], journaled: bool) -> list[tuple[int, 
                                 min(total, size or total))
         elif op[0] == "new_round":
             datas[op[1]].new_round()
-    if journal is not None:
-        journal.close()
+        elif op[0] == "new_rounds":  # the host's next round for every client
+            new_rounds(datas)
+        elif op[0] == "exchange" and journaled:  # the phase returns; a next chunk of the same clients claims them
+            if journal is not None:  # at its first count (as CohortBatch._count)
+                journal.close()
+            journal, claim = None, True
+    if journaled:
+        if journal is not None:
+            journal.close()
+        points = [d.samples_read for d in datas]
+        for owed in {d._journal for d in datas} - {None}:  # the keys still owed, handed over to be compared
+            owed.materialize()
+        assert [d.samples_read for d in datas] == points  # the points were all handed over at close
     return [(d.samples_read, list(d._drawn)) for d in datas]
 
 
@@ -64,10 +81,14 @@ def random_ops(rng: random.Random, n_clients: int, length: int) -> list[tuple]:
         r = rng.random()
         step, stream = rng.randrange(6), rng.randrange(2)
         size = rng.choice([None, 3, 5, 8, 50])
-        if r < 0.8:
+        if r < 0.7:
             ops.append(("chunk", step, stream, size))
-        elif r < 0.95:
+        elif r < 0.8:
             ops.append(("one", rng.randrange(n_clients), step, stream, size))
+        elif r < 0.9:
+            ops.append(("exchange",))
+        elif r < 0.93:
+            ops.append(("new_rounds",))
         else:
             ops.append(("new_round", rng.randrange(n_clients)))
     return ops
@@ -78,7 +99,7 @@ def test_journal_counts_exactly_as_each_client_would():
     client's n_i), per-client draws and new rounds: the journal's counters equal the
     reference's, client by client, in every case."""
     rng = random.Random(0)
-    for case in range(300):
+    for case in range(1000):
         sizes = [rng.choice([2, 4, 5, 9, 30]) for _ in range(rng.randrange(1, 7))]
         ops = random_ops(rng, len(sizes), rng.randrange(1, 25))
         assert run(ops, sizes, True) == run(ops, sizes, False), (case, sizes, ops)
@@ -97,7 +118,11 @@ def test_journal_counts_a_plain_run_without_a_call_per_step():
     assert journal.holding and [d.samples_read for d in datas] == [0, 0, 0]  # not handed over yet
     journal.close()
     assert [d.samples_read for d in datas] == [5 * 4, 5 * 8, 5 * 8]
-    assert [len(d._drawn) for d in datas] == [5, 5, 5]
+    assert [len(d._drawn) for d in datas] == [0, 0, 0] and all(d._journal is journal for d in datas)  # keys owed
+    datas[2].new_round()  # its keys forgotten unread
+    assert datas[2]._journal is None
+    datas[0].count_draw(12345, 8, 4)  # a per-client draw: every key owed handed over first
+    assert [len(d._drawn) for d in datas] == [6, 5, 0] and datas[0].samples_read == 24
     assert list(datas[0]._drawn)[0] == (seed_of(0, 0, 0), None, False)  # n_0 = 4 <= 8: all of it, size None
     assert list(datas[1]._drawn)[0] == (seed_of(1, 0, 0), 8, False)
     assert all(d._journal is None for d in datas)

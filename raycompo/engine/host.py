@@ -103,8 +103,13 @@ def new_rounds(datas: list[Any]) -> None:
     """`data.new_round()` of each (where it has one): for `ClientData` itself, its
     remembered draws cleared by one `map` of `dict.clear` (no Python call per client)."""
     if set(map(type, datas)) == {ClientData}:
-        for journal in {d._journal for d in datas} - {None}:  # a chunk's counts not handed over (none, normally)
-            journal.materialize()
+        journals = {d._journal for d in datas} - {None}  # a batched chunk's draws (tasks/draw_journal.py)
+        if journals:
+            for journal in journals:
+                if journal.holding:  # its phase still running (never, normally): everything handed over
+                    journal.materialize()
+            for d in datas:  # the keys owed forgotten unread, as `ClientData.new_round` (`DrawJournal.drop`)
+                d._journal = None
         deque(map(dict.clear, [d._drawn for d in datas]), maxlen=0)
         return
     for data in datas:

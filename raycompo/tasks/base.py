@@ -81,8 +81,14 @@ class ClientData:
         """Forget the draws remembered (the engine calls it when a round first uses the
         client: a draw is counted once within a round, and two runs in one process both count)."""
         if self._journal is not None:
-            self._journal.materialize()
+            self._journal.drop(self)
         self._drawn.clear()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (to a worker, a spill) with every draw it remembers and no journal."""
+        if self._journal is not None:
+            self._journal.materialize()
+        return self.__dict__
 
     def count_draw(self, seed: int, size: int | None, n: int, outer: bool = False) -> None:
         """Count n points drawn with a generator of `seed` (size None: all of them), unless

@@ -17,9 +17,11 @@ It holds the clients only where that gives exactly `count_draw`'s counts:
   whose n_i is below both), and the journal keeps at most `DRAWS_KEPT` entries (beyond them a
   client forgets its oldest draws).
 
-Anything else (a per-client draw of one of its clients, `new_round`, a second size, a long
-round) first hands every client its entries so far (`materialize`): from then on the chunk is
-counted client by client, as before. Seeds of distinct (step, stream) are distinct 62-bit
+When the phase returns (`close`) each client gets its points; the keys stay owed to the
+clients and are handed over only if one of them needs its remembered draws before its next
+round (`materialize`), since a new round forgets them (`drop`). Anything else (a per-client
+draw of one of its clients, a second size, a long round) first hands every client its entries
+so far: from then on the chunk is counted client by client, as before. Seeds of distinct (step, stream) are distinct 62-bit
 hashes, so the journal's key (step, stream, size) stands for the clients' (seed, size).
 """
 
@@ -77,28 +79,47 @@ class DrawJournal:
         self.rows.append(rows)
         return True
 
-    def materialize(self) -> None:
-        """Hand each client its entries (their keys remembered, their points added) and let
-        the chunk go: what `count_draw` would have left, in the same order."""
+    def close(self) -> None:
+        """The chunk's phase has returned: each client gets its points (`samples_read`, which
+        the ledger reads next) and the journal stops counting. The draws' keys stay owed to
+        the clients until one of them needs its remembered draws (`materialize`): a client's
+        next round forgets them unread (`drop`), which is the usual end."""
         if not self.holding:
             return
         self.holding = False
-        sizes = list(self.sizes.values())
-        datas, totals = self.datas, self.totals
-        if not sizes:
-            for d in datas:
-                d._journal = None
-            return
-        common = None
-        if all(s is not None for s in sizes) and min(totals) > max(sizes):  # type: ignore[type-var]
-            common = tuple(sizes)  # every client draws below its n_i: the same sizes for all
-        points = [sum(column) for column in zip(*self.rows)]
-        for d, column, n, total in zip(datas, zip(*self.seeds), points, totals):
-            keys = common if common is not None else [None if s is None or s >= total else s for s in sizes]
-            d._drawn.update(zip(zip(column, keys, repeat(False)), repeat(None)))
+        for d, n in zip(self.datas, [sum(column) for column in zip(*self.rows)]):
             d.samples_read += n
-            d._journal = None
+        self.rows = []
+        if not self.sizes:
+            self._release()
+
+    def materialize(self) -> None:
+        """Hand each client still owed them its entries' keys (`_drawn`, in the order
+        `count_draw` would have remembered them), after its points (`close`), and let the
+        chunk go."""
+        self.close()
+        sizes = list(self.sizes.values())
+        if sizes:
+            totals = self.totals
+            common = None
+            if all(s is not None for s in sizes) and min(totals) > max(sizes):  # type: ignore[type-var]
+                common = tuple(sizes)  # every client draws below its n_i: the same sizes for all
+            for d, column, total in zip(self.datas, zip(*self.seeds), totals):
+                if d._journal is self:
+                    keys = common if common is not None else [None if s is None or s >= total else s for s in sizes]
+                    d._drawn.update(zip(zip(column, keys, repeat(False)), repeat(None)))
+        self._release()
+
+    def drop(self, data: ClientData) -> None:
+        """`data` starts a new round: its owed keys are forgotten unread (its points are
+        handed over first, and the whole chunk's keys too where the phase is still running)."""
+        if self.holding:
+            self.materialize()
+        elif data._journal is self:
+            data._journal = None
+
+    def _release(self) -> None:
+        for d in self.datas:
+            if d._journal is self:
+                d._journal = None
         self.sizes, self.seeds, self.rows = {}, [], []
-
-    close = materialize
-
