@@ -33,6 +33,7 @@ from raycompo.engine.host import Host, to_device
 from raycompo.engine.ledger import MemberCosts, samples_read_many
 from raycompo.engine.pools import InlinePool
 from raycompo.engine.rendezvous import Rendezvous
+from raycompo.models.row_products import buffered_products
 from raycompo.problems.oracle import metering
 
 
@@ -284,7 +285,7 @@ def run_chunk(hosts: list[Host], requests: list[Request], parts: list[tuple], pa
     states = [s for part in parts for s in part[4]]
     read = samples_read_many([c.data for c in ctxs])
     try:
-        with metering(len(ctxs)) as meter:
+        with metering(len(ctxs)) as meter, buffered_products():  # to float rounding, as a population is
             out, new_states = fn(cb, states, payload)
     finally:
         cb.close()  # the draws counted for the whole chunk, handed to its clients

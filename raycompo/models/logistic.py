@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from raycompo.models.row_products import add_bmm_, bmm_into
+
 
 class LogisticRegression(nn.Module):
     """Multinomial logistic regression on flattened inputs, weights initialized to zero."""
@@ -49,10 +51,10 @@ class LogisticRegression(nn.Module):
 
         def pullback(g: torch.Tensor, out: dict[str, torch.Tensor], alpha: float | None = None) -> None:
             if alpha is None:
-                torch.bmm(g, xt, out=out["linear.weight"])
+                bmm_into(out["linear.weight"], g, xt)
                 torch.sum(g, 2, out=out["linear.bias"])
             else:
-                out["linear.weight"].baddbmm_(g, xt, alpha=alpha)
+                add_bmm_(out["linear.weight"], g, xt, alpha)
                 out["linear.bias"].add_(g.sum(2), alpha=alpha)
 
         return logits, pullback

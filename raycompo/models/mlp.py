@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from raycompo.models.row_products import add_bmm_, bmm_into
+
 
 class MLP(nn.Module):
     """x (N, ...) -> logits (N, num_classes) through `hidden` ReLU units (PyTorch's default
@@ -47,14 +49,14 @@ class MLP(nn.Module):
         def pullback(g: torch.Tensor, out: dict[str, torch.Tensor], alpha: float | None = None) -> None:
             gh = torch.bmm(params["out.weight"].transpose(1, 2), g) * (h > 0)  # through the ReLU (read first)
             if alpha is None:
-                torch.bmm(g, h.transpose(1, 2), out=out["out.weight"])
+                bmm_into(out["out.weight"], g, h.transpose(1, 2))
                 torch.sum(g, 2, out=out["out.bias"])
-                torch.bmm(gh, xt, out=out["hidden.weight"])
+                bmm_into(out["hidden.weight"], gh, xt)
                 torch.sum(gh, 2, out=out["hidden.bias"])
             else:  # out may be the parameters: every one was read above
-                out["out.weight"].baddbmm_(g, h.transpose(1, 2), alpha=alpha)
+                add_bmm_(out["out.weight"], g, h.transpose(1, 2), alpha)
                 out["out.bias"].add_(g.sum(2), alpha=alpha)
-                out["hidden.weight"].baddbmm_(gh, xt, alpha=alpha)
+                add_bmm_(out["hidden.weight"], gh, xt, alpha)
                 out["hidden.bias"].add_(gh.sum(2), alpha=alpha)
 
         return logits, pullback
