@@ -12,7 +12,9 @@ on `synthetic`) times `--seeds` seeds, on the inline backend with vectorized coh
 * `population`: the same trials as one population (`engine/population.py`): their local
   steps as rows of one batched computation, each trial its own run and rows.
 
-It prints the wall seconds of each and their ratio, the trials' statuses (diverged ones
+It prints the wall seconds of each and their ratio, the trials alone once more with the
+population's buffered products (`models/row_products.py`: how much of the gain is that
+arithmetic rather than the batching), the trials' statuses (diverged ones
 included) and each trial's relative difference of its last-row metrics between the two: float
 rounding (a population's per-row step size multiplies the gradient where a trial alone passes
 it as the product's alpha), which stays there where the training is stable and grows where it
@@ -93,19 +95,26 @@ def difference(a: Any, b: Any) -> float:
     return worst
 
 
-def measure(cfgs: list[RunConfig]) -> dict[str, Any]:
+def measure(cfgs: list[RunConfig], buffered: bool = True) -> dict[str, Any]:
     from raycompo.engine import runner
     from raycompo.engine.population import run_population
+    from raycompo.models.row_products import buffered_products
 
     t0 = time.perf_counter()
     alone = [runner.run(c) for c in cfgs]
     t1 = time.perf_counter()
     together, population = run_population([lambda seat, c=c: runner.run(c, hosts=seat) for c in cfgs])
     t2 = time.perf_counter()
+    if buffered:  # the population's products, for runs alone: what is arithmetic, what is batching
+        with buffered_products():
+            for c in cfgs:
+                runner.run(c)
+    t3 = time.perf_counter()
     failed = [r for r in together if isinstance(r, BaseException)]
     if failed:
         raise failed[0]
-    return {"alone_s": t1 - t0, "population_s": t2 - t1, "exchanges_together": population.together,
+    return {"alone_s": t1 - t0, "population_s": t2 - t1, "alone_buffered_s": t3 - t2,
+            "exchanges_together": population.together,
             "statuses_alone": [r.status for r in alone], "statuses": [r.status for r in together],
             "differences": [difference(a, b) for a, b in zip(alone, together)]}
 
@@ -115,7 +124,7 @@ def measure_dro(rounds: int, seeds: int) -> None:
     cfgs = dro_configs(rounds, seeds)
     print(f"feddro-digits-st: FedDRO, lr x beta x lam of sweeps/feddro.yaml at I = 4, {len(cfgs)} trials, "
           f"{rounds} rounds, inline (vectorized where it can), one torch thread")
-    r = measure(cfgs)
+    r = measure(cfgs, buffered=False)
     print(f"alone {r['alone_s']:.1f} s, population {r['population_s']:.1f} s: {r['alone_s'] / r['population_s']:.2f}x; "
           f"exchanges run together {r['exchanges_together']}; same statuses {r['statuses'] == r['statuses_alone']}; "
           f"largest relative difference of a last-row loss or accuracy {max(r['differences']):.1e}")
@@ -284,8 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     args.rounds = args.rounds or 40
     print(f"{args.workload}: {args.clients} clients, {args.m} a round, {args.rounds} rounds, {args.seeds} seed(s) "
           f"per step size, inline vectorized, sampler {args.sampler}, {args.threads} torch thread(s)")
-    print(f"{'algorithm':<10} {'trials':>6} {'alone s':>9} {'population s':>13} {'speed-up':>9} {'diverged':>9}  "
-          "relative difference of each trial's last row (step size: difference)")
+    print(f"{'algorithm':<10} {'trials':>6} {'alone s':>9} {'population s':>13} {'speed-up':>9} "
+          f"{'alone, buffered s':>18} {'diverged':>9}  relative difference of each trial's last row (step size: difference)")
     for algo in args.algos:
         cfgs = configs(algo, args.workload, args.rounds, args.clients, args.m, args.seeds, args.eval_every, args.sampler)
         r = measure(cfgs)
@@ -293,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         diverged = f"{r['statuses'].count('diverged')}{'' if same else ' (!)'}"
         diffs = " ".join(f"{c.settings['lr']:g}:{d:.0e}" for c, d in zip(cfgs, r["differences"]))
         print(f"{algo:<10} {len(cfgs):>6} {r['alone_s']:>9.1f} {r['population_s']:>13.1f} "
-              f"{r['alone_s'] / r['population_s']:>8.2f}x {diverged:>9}  {diffs}")
+              f"{r['alone_s'] / r['population_s']:>8.2f}x {r['alone_buffered_s']:>18.1f} {diverged:>9}  {diffs}")
         sys.stdout.flush()
     if args.sweep:
         measure_sweeps(args)
