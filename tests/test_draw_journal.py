@@ -153,3 +153,23 @@ def test_journal_claims_only_what_it_can_count_exactly():
     other = [Counted(0, torch.zeros(3, 2), torch.zeros(3), torch.zeros(1, 2), torch.zeros(1))]
     assert DrawJournal.claim(other, [3]) is None  # a subclass may count its own way
     assert DrawJournal.claim([], []) is None
+
+
+def test_a_closed_journal_keeps_no_client_alive():
+    """After its phase, a journal owes its clients their keys but holds them weakly: a client
+    the data cache lets go of is freed although a chunk-mate still holds the journal."""
+    import gc
+    import weakref
+
+    sizes = [4, 5]
+    datas = clients(sizes)
+    journal = DrawJournal.claim(datas, sizes)
+    assert journal is not None and journal.count(0, 0, 2, [seed_of(i, 0, 0) for i in range(2)], [2, 2])
+    journal.close()
+    gone = weakref.ref(datas[0])
+    kept = datas[1]
+    del datas, journal
+    gc.collect()
+    assert gone() is None and kept._journal is not None
+    kept.count_draw(99, 2, 2)  # the owed keys handed to the client left, then its own draw
+    assert kept.samples_read == 4 and list(kept._drawn) == [(seed_of(1, 0, 0), 2, False), (99, 2, False)]

@@ -62,3 +62,12 @@ def test_buffering_is_per_thread_and_only_for_small_strided_weights():
         other.start()
         other.join(timeout=30)
     assert seen == [False] and not _buffered(small)
+
+
+def test_a_dtype_mismatch_is_refused_as_torch_refuses_it():
+    flat = torch.zeros(4, 610)
+    a, x = torch.randn(4, 10, 3, dtype=torch.float64), torch.randn(4, 3, 60, dtype=torch.float64)
+    with buffered_products():
+        assert not _buffered(flat[:, :600].view(4, 10, 60), a, x)
+        with pytest.raises(RuntimeError):
+            add_bmm_(flat[:, :600].view(4, 10, 60), a, x, 0.1)

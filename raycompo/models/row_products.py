@@ -42,14 +42,17 @@ def buffered_products() -> Iterator[None]:
         _local.on = before
 
 
-def _buffered(out: torch.Tensor) -> bool:
+def _buffered(out: torch.Tensor, *inputs: torch.Tensor) -> bool:
+    """Whether a product into `out` goes through a buffer: under `buffered_products`, on the
+    CPU, into a strided small weight, of inputs of its dtype (otherwise torch's own path,
+    which also refuses a mismatched dtype, as the buffer's copy would not)."""
     return (getattr(_local, "on", False) and out.device.type == "cpu" and not out.is_contiguous()
-            and out[0].numel() <= SMALL_ROWS)
+            and out[0].numel() <= SMALL_ROWS and all(t.dtype == out.dtype for t in inputs))
 
 
 def bmm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
     """out = a @ b, batched (`torch.bmm(a, b, out=out)`)."""
-    if _buffered(out):
+    if _buffered(out, a, b):
         out.copy_(torch.bmm(a, b))
     else:
         torch.bmm(a, b, out=out)
@@ -57,7 +60,7 @@ def bmm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
 
 def add_bmm_(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, alpha: float) -> None:
     """out += alpha a @ b, batched (`out.baddbmm_(a, b, alpha=alpha)`)."""
-    if _buffered(out):
+    if _buffered(out, a, b):
         buffer = out.contiguous()
         buffer.baddbmm_(a, b, alpha=alpha)
         out.copy_(buffer)

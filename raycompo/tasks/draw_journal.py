@@ -21,12 +21,15 @@ When the phase returns (`close`) each client gets its points; the keys stay owed
 clients and are handed over only if one of them needs its remembered draws before its next
 round (`materialize`), since a new round forgets them (`drop`). Anything else (a per-client
 draw of one of its clients, a second size, a long round) first hands every client its entries
-so far: from then on the chunk is counted client by client, as before. Seeds of distinct (step, stream) are distinct 62-bit
+so far: from then on the chunk is counted client by client, as before. It assumes what the
+engine does: one batched chunk over a client at a time, closed when its phase returns
+(`CohortBatch.close`) before anything reads the client's `samples_read`. Seeds of distinct (step, stream) are distinct 62-bit
 hashes, so the journal's key (step, stream, size) stands for the clients' (seed, size).
 """
 
 from __future__ import annotations
 
+import weakref
 from itertools import repeat
 
 from raycompo.tasks.base import DRAWS_KEPT, ClientData
@@ -44,6 +47,8 @@ class DrawJournal:
         """Each entry's seed per client."""
         self.rows: list[list[int]] = []
         """Each entry's points read per client."""
+        self.owed: list[weakref.ref[ClientData]] = []
+        """After `close`, while keys are owed: the clients, held weakly (`datas` is then empty)."""
         self.holding = False
 
     @classmethod
@@ -92,6 +97,10 @@ class DrawJournal:
         self.rows = []
         if not self.sizes:
             self._release()
+            return
+        # The keys owed: the clients are held weakly from now on, so that a client the data
+        # cache evicts (and its samples) is not kept alive by a chunk-mate it was drawn with.
+        self.owed, self.datas = list(map(weakref.ref, self.datas)), []
 
     def materialize(self) -> None:
         """Hand each client still owed them its entries' keys (`_drawn`, in the order
@@ -104,8 +113,9 @@ class DrawJournal:
             common = None
             if all(s is not None for s in sizes) and min(totals) > max(sizes):  # type: ignore[type-var]
                 common = tuple(sizes)  # every client draws below its n_i: the same sizes for all
-            for d, column, total in zip(self.datas, zip(*self.seeds), totals):
-                if d._journal is self:
+            for ref, column, total in zip(self.owed, zip(*self.seeds), totals):
+                d = ref()
+                if d is not None and d._journal is self:
                     keys = common if common is not None else [None if s is None or s >= total else s for s in sizes]
                     d._drawn.update(zip(zip(column, keys, repeat(False)), repeat(None)))
         self._release()
@@ -119,7 +129,7 @@ class DrawJournal:
             data._journal = None
 
     def _release(self) -> None:
-        for d in self.datas:
-            if d._journal is self:
+        for d in self.datas + [ref() for ref in self.owed]:
+            if d is not None and d._journal is self:
                 d._journal = None
-        self.sizes, self.seeds, self.rows = {}, [], []
+        self.datas, self.owed, self.sizes, self.seeds, self.rows = [], [], {}, [], []
