@@ -37,10 +37,7 @@ def run(ops: list[tuple], sizes: list[int], journaled: bool) -> list[tuple[int, 
         if op[0] == "chunk":
             _, step, stream, size = op
             if claim:
-                journal, claim = DrawJournal.claim(datas, sizes), False
-                if journal is None:  # what an earlier journal owes, handed over
-                    for owed in {d._journal for d in datas} - {None}:
-                        owed.materialize()
+                journal, claim = DrawJournal.claim(datas, sizes), False  # None: what is owed handed over
             seeds = [seed_of(d.client_id, step, stream) for d in datas]
             rows = draw_rows(sizes, size)
             if journal is not None:

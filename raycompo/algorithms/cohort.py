@@ -419,10 +419,7 @@ class CohortBatch:
         datas = self._datas
         if datas is None:  # the chunk's data objects, read once (a comprehension: no call per client)
             datas = self._datas = [c.data for c in self.clients]
-            self._journal = DrawJournal.claim(datas, self.sizes)
-            if self._journal is None:  # counted client by client: an earlier chunk's keys handed over first
-                for owed in {getattr(d, "_journal", None) for d in datas} - {None}:
-                    owed.materialize()
+            self._journal = DrawJournal.claim(datas, self.sizes)  # None: counted client by client
         journal = self._journal
         if journal is not None:  # counted for the whole chunk (tasks/draw_journal.py), else client by client
             if len(rows) == self.k and journal.count(step, stream, size, seeds, rows):

@@ -37,6 +37,7 @@ from raycompo.engine.uncounted import UncountedReads
 from raycompo.problems.oracle import metering
 from raycompo.seeding import client_prefix, generator_from
 from raycompo.tasks.base import ClientData, settings_key
+from raycompo.tasks.draw_journal import forget
 from raycompo.watch.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
 DATA_CACHE_CLIENTS = 10_000
@@ -103,13 +104,7 @@ def new_rounds(datas: list[Any]) -> None:
     """`data.new_round()` of each (where it has one): for `ClientData` itself, its
     remembered draws cleared by one `map` of `dict.clear` (no Python call per client)."""
     if set(map(type, datas)) == {ClientData}:
-        journals = {d._journal for d in datas} - {None}  # a batched chunk's draws (tasks/draw_journal.py)
-        if journals:
-            for journal in journals:
-                if journal.holding:  # its phase still running (never, normally): everything handed over
-                    journal.materialize()
-            for d in datas:  # the keys owed forgotten unread, as `ClientData.new_round` (`DrawJournal.drop`)
-                d._journal = None
+        forget(datas)  # what a batched chunk's journal still owes them (tasks/draw_journal.py)
         deque(map(dict.clear, [d._drawn for d in datas]), maxlen=0)
         return
     for data in datas:

@@ -54,10 +54,19 @@ class DrawJournal:
     @classmethod
     def claim(cls, datas: list[ClientData], totals: list[int]) -> DrawJournal | None:
         """A journal holding `datas`, or None where it could not count them exactly (see the
-        module docstring): then they are counted client by client."""
+        module docstring): then they are counted client by client, and whatever an earlier
+        chunk's journal still owes them is handed over first."""
+        try:
+            owed = {d._journal for d in datas} - {None}  # attribute reads only: no call per client
+        except AttributeError:  # data of a kind of its own (meta-learning tasks'): it counts its own way
+            return None
+        if owed:  # an earlier chunk of this round: its keys are remembered now, so no claim
+            for journal in owed:
+                journal.materialize()
+            return None
         # comprehensions and maps, not generators: no Python call per client
-        if (not datas or {type(d) for d in datas} != {ClientData} or any([d._journal is not None for d in datas])
-                or any(map(len, [d._drawn for d in datas])) or len(set(map(id, datas))) != len(datas)):
+        if (not datas or {type(d) for d in datas} != {ClientData} or any(map(len, [d._drawn for d in datas]))
+                or len(set(map(id, datas))) != len(datas)):
             return None
         journal = cls(datas, totals)
         for d in datas:
@@ -133,3 +142,16 @@ class DrawJournal:
             if d is not None and d._journal is self:
                 d._journal = None
         self.datas, self.owed, self.sizes, self.seeds, self.rows = [], [], {}, [], []
+
+
+def forget(datas: list[ClientData]) -> None:
+    """`datas` start a new round (the host's `new_rounds`): what journals owe them is forgotten
+    unread, as `ClientData.new_round` forgets it client by client (`DrawJournal.drop`); a
+    journal still holding them (its phase running: never, normally) hands everything over first."""
+    journals = {d._journal for d in datas} - {None}
+    if journals:
+        for journal in journals:
+            if journal.holding:
+                journal.materialize()
+        for d in datas:
+            d._journal = None
