@@ -74,14 +74,27 @@ def test_a_keyed_pdsgd_round_does_not_grow_with_the_clients():
     assert twenty["py calls"] == sixty["py calls"]
 
 
-def test_an_extra_sinusoid_client_adds_only_its_task_draws():
-    """The Local-SCGD family vectorized (`bench ops --algos local-moml`, maml-sinusoid): per
-    extra client only its meta-batches' draws grow (per task: a `rand` of its points, their
-    targets A sin(x + b pi / 5), the support / query cuts); its per-task states are rows of the
-    chunk's states, read and written once per step (algorithms/task_states.py), not a moving
-    average per task (which would add more `mul` than the draws' two per task)."""
-    five, ten = (ops.measure("local-moml", m)["by_op"] for m in (5, 10))
+def test_a_keyed_sinusoid_round_does_not_grow_with_the_clients():
+    """The Local-SCGD family vectorized (`bench ops --algos local-moml`, maml-sinusoid): with
+    the keyed sampler a chunk's meta-batches (the tasks, their points and targets) are drawn at
+    once (`MamlSinusoid.meta_rows`), and its per-task states are rows of the chunk's states,
+    read and written once per step (algorithms/task_states.py): the same aten operations and
+    Python calls at m = 20 and m = 25 clients (1 or 2 tasks each: no draw of picks at either), and no more at
+    m = 25 than at m = 5 (5 tasks each, 3 picked by keyed hashes)."""
+    for algo in ("local-moml", "local-scgdm"):
+        five, twenty, all_ = (ops.measure(algo, m) for m in (5, 20, 25))
+        assert twenty["by_op"] == all_["by_op"] and twenty["py calls"] == all_["py calls"], algo
+        assert all_["aten"] <= five["aten"] and all_["py calls"] <= five["py calls"], algo
+        assert "aten.randperm" not in all_["by_op"] and "aten.rand" not in all_["by_op"], algo
+    assert ops.config("local-moml", 5).task == "maml-sinusoid" and ops.config("local-moml", 5).vectorize == "on"
+
+
+def test_an_extra_randperm_sinusoid_client_adds_only_its_task_draws():
+    """With `--sampler randperm` (the draws of 0.1.1) each client draws its meta-batch from its
+    generator: per extra client only those draws grow (per task: a `rand` of its points, their
+    targets A sin(x + b pi / 5), the support / query cuts), not the per-task states (a moving
+    average per task would add more `mul` than the draws' two per task)."""
+    five, ten = (ops.measure("local-moml", m, None, "randperm")["by_op"] for m in (5, 10))
     grown = {op: ten[op] - five.get(op, 0) for op in ten if ten[op] != five.get(op, 0)}
     assert set(grown) == {"aten.slice", "aten.randperm", "aten.rand", "aten.mul", "aten.add", "aten.sin"}
     assert grown["aten.rand"] == grown["aten.sin"] > 0 and grown["aten.mul"] == grown["aten.add"] == 2 * grown["aten.sin"]
-    assert ops.config("local-moml", 5).task == "maml-sinusoid" and ops.config("local-moml", 5).vectorize == "on"

@@ -214,6 +214,12 @@ class CohortBatch:
             return [fold(p, step, stream) >> 1 for p in self._prefixes]
         return (fold_many(self._prefixes, step, stream) >> np.uint64(1)).tolist()
 
+    def step_seeds(self, step: int, stream: int = 0) -> torch.Tensor:
+        """(k,) int64: each client's seed of (step, stream), `c.rng(step, stream).initial_seed()`,
+        its 64 bits (`_seed_rows` of the whole chunk: a task's own keyed draws, e.g.
+        `MetaTask.meta_rows`)."""
+        return self._seed_rows(list(range(self.k)), range(step, step + 1), stream).view(self.k)
+
     def _key_prefixes(self) -> np.ndarray | list[int]:
         """Each client's folded (seed, CLIENT, client, round[, DISPATCH, k]) (`ClientCtx.key_prefix`):
         for the whole chunk in one `fold_many` where the contexts share a seed, a round and a

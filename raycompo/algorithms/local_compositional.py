@@ -246,23 +246,18 @@ class LocalCompositional(Algorithm):
 
         x, m, u = cb.broadcast(payload["w"]), rows_of(payload.get("m")), rows_of(payload.get("u"))
         if r.per_task:  # (k, T, d) and (k, T): the chunk's per-task states, as (k T) rows
-            u_rows, seen, row = self._task_rows(cb, states, x)
+            u_rows, seen = self._task_rows(cb, states, x)
             width = u_rows.shape[1]
             u_flat, seen_flat = u_rows.view(k * width, -1), seen.view(-1)
         for t in range(self.s.p):
             first = payload["t0"] + t == 0
-            draws = [c.data.batch(c.rng(t), self.s.batch_size) for c in cb.clients]
-            tasks = [(i, s) for i, drawn in enumerate(draws) for s in drawn]
-            owner = torch.tensor([i for i, _ in tasks], device=x.device)
-            support = maml_batched.stack_sets([s.support for _, s in tasks])
-            query = maml_batched.stack_sets([s.query for _, s in tasks])
+            owner, position, support, query = self._meta_rows(cb, t, x.device)
             xr = x[owner]
-            maml_batched.count_calls(self.problem, support, query, [i for i, _ in tasks], k)
             ys = maml_batched.inner_values(self.problem, xr, support)
             if r.inner is None:
                 hats = ys
             elif r.per_task:  # the sampled tasks' rows, read and written at once (distinct within a step)
-                at = owner * width + torch.tensor([row[i][s.key] for i, s in tasks], device=x.device)
+                at = owner * width + position
                 weight = r.inner[owner] if isinstance(r.inner, torch.Tensor) else r.inner
                 hats = torch.where(seen_flat[at].unsqueeze(1), moving_average(u_flat[at], ys, weight), ys)
                 u_flat[at] = hats
@@ -282,10 +277,30 @@ class LocalCompositional(Algorithm):
         kept.update((key, v) for key, v in (("m", m), ("u", u)) if v is not None)
         return out, cb.new_states(states, kept)
 
-    def _task_rows(self, cb, states, x) -> tuple[torch.Tensor, torch.Tensor, list[dict[int, int]]]:
-        """(u_task (k, T, d), u_seen (k, T), each client's {task id: row}) of a chunk: a
-        `ChunkState`'s stacked rows as they are (copied: the phase writes them), else client
-        by client (`task_states.rows_of`: a state of an earlier release, or none yet)."""
+    def _meta_rows(self, cb, t: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, Any, Any]:
+        """(owner, position, support, query) of step t's R sampled tasks, as rows
+        (`MetaRows`), their oracle calls counted: drawn for the chunk at once where the task
+        can (`MetaTask.meta_rows`: keyed draws), else client by client (`batch`) and stacked."""
+        drawn = cb.task.meta_rows(cb.data, cb.step_seeds(t), self.s.batch_size) if cb.sampler == "keyed" else None
+        if drawn is None:
+            draws = [c.data.batch(c.rng(t), self.s.batch_size) for c in cb.clients]
+            tasks = [(i, s) for i, d in enumerate(draws) for s in d]
+            at = [task_states.position(c.data.task_ids) for c in cb.clients] if self.recurrence().per_task else None
+            owner = torch.tensor([i for i, _ in tasks], dtype=torch.int64, device=device)
+            position = torch.tensor([at[i][s.key] if at else 0 for i, s in tasks], dtype=torch.int64, device=device)
+            support = maml_batched.stack_sets([s.support for _, s in tasks])
+            query = maml_batched.stack_sets([s.query for _, s in tasks])
+            per_client = [len(d) for d in draws]
+        else:
+            owner, position, support, query = drawn.owner.to(device), drawn.position.to(device), drawn.support, drawn.query
+            per_client = drawn.per_client
+        maml_batched.count_calls(self.problem, support, query, per_client)
+        return owner, position, support, query
+
+    def _task_rows(self, cb, states, x) -> tuple[torch.Tensor, torch.Tensor]:
+        """(u_task (k, T, d), u_seen (k, T)) of a chunk: a `ChunkState`'s stacked rows as
+        they are (copied: the phase writes them), else client by client
+        (`task_states.rows_of`: a state of an earlier release, or none yet)."""
         ids = [c.data.task_ids for c in cb.clients]
         if isinstance(states, ChunkState) and isinstance(states.tensors.get(U_TASK), torch.Tensor) and states.present is None:
             u_rows, seen = states.tensors[U_TASK].clone(), states.tensors[U_SEEN].clone()
@@ -293,4 +308,4 @@ class LocalCompositional(Algorithm):
             width = max(task_states.slots(self.task, tids) for tids in ids)
             parts = [task_states.rows_of(st, tids, width, x[0]) for st, tids in zip(states, ids)]
             u_rows, seen = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
-        return u_rows.to(x.device, x.dtype), seen.to(x.device), [task_states.position(tids) for tids in ids]
+        return u_rows.to(x.device, x.dtype), seen.to(x.device)

@@ -103,9 +103,12 @@ _new_ctx = partial(tuple.__new__, ClientCtx)
 def new_rounds(datas: list[Any]) -> None:
     """`data.new_round()` of each (where it has one): for `ClientData` itself, its
     remembered draws cleared by one `map` of `dict.clear` (no Python call per client)."""
-    if set(map(type, datas)) == {ClientData}:
+    kinds = set(map(type, datas))
+    if kinds == {ClientData}:
         forget(datas)  # what a batched chunk's journal still owes them (tasks/draw_journal.py)
         deque(map(dict.clear, [d._drawn for d in datas]), maxlen=0)
+        return
+    if not any(hasattr(kind, "new_round") for kind in kinds):  # data of kinds without one (meta-learning tasks')
         return
     for data in datas:
         new_round = getattr(data, "new_round", None)

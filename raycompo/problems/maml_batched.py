@@ -17,8 +17,10 @@ of `meta_batch_vjp` at the 1e-7 level.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch.func import grad, vjp, vmap
 
@@ -52,19 +54,16 @@ def pull(problem: MAML, x: torch.Tensor, support: tuple[torch.Tensor, torch.Tens
 
 
 def count_calls(problem: MAML, support: tuple[torch.Tensor, torch.Tensor], query: tuple[torch.Tensor, torch.Tensor],
-                owner: list[int], k: int) -> None:
+                tasks_per_row: Sequence[int] | np.ndarray) -> None:
     """The oracle calls of one step of `meta_batch_vjp` per task, added to each of the k
-    owners' rows: the inner gradient on the support points (forward and backward, 2 K_s),
-    the outer gradient on the query points (2 K_q) and, second order, the Hessian-vector
-    product on the support points (K_s). What the per-task loop computes; `pull` evaluates
-    the inner map again under vmap (SCGD's estimate needs every row's value first), not
-    counted twice."""
+    rows (clients) of the chunk, `tasks_per_row[i]` tasks each: the inner gradient on the
+    support points (forward and backward, 2 K_s), the outer gradient on the query points
+    (2 K_q) and, second order, the Hessian-vector product on the support points (K_s). What
+    the per-task loop computes; `pull` evaluates the inner map again under vmap (SCGD's
+    estimate needs every row's value first), not counted twice."""
     k_s, k_q = support[1].shape[1], query[1].shape[1]
     per_task = 2 * k_s + 2 * k_q + (0 if problem.first_order else k_s)
-    counts = [0] * k
-    for i in owner:
-        counts[i] += per_task
-    add_rows(counts)
+    add_rows(np.asarray(tasks_per_row, dtype=np.int64) * per_task)
 
 
 def row_means(values: torch.Tensor, owner: torch.Tensor, k: int) -> torch.Tensor:

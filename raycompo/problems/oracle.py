@@ -51,7 +51,7 @@ class OracleMeter:
         self.row: int | None = None
         """In a chunk, the row a per-client call inside it is counted on (`on_row`)."""
 
-    def add(self, n: int | Sequence[int]) -> None:
+    def add(self, n: int | Sequence[int] | np.ndarray) -> None:
         """Add n calls: an int for a single member (in a chunk: spread over its rows, the
         remainder on the first ones), or one count per row of a chunk (added at once: no
         Python work per row)."""
@@ -65,7 +65,7 @@ class OracleMeter:
                 self.calls += each
                 self.calls[:rest] += 1
             return
-        counts = np.asarray(n if isinstance(n, list) else list(n), dtype=np.int64)
+        counts = np.asarray(n if isinstance(n, (list, np.ndarray)) else list(n), dtype=np.int64)
         if self.rows is None:
             self.calls[0] += counts.sum()
         else:
@@ -128,11 +128,11 @@ def uncounted() -> Iterator[None]:
         meter.depth -= 1
 
 
-def add_rows(counts: Sequence[int]) -> None:
+def add_rows(counts: Sequence[int] | np.ndarray) -> None:
     """Add oracle calls per row of the chunk being metered (nothing outside a metered phase)."""
     meter = current()
     if meter is not None:
-        meter.add([int(c) for c in counts])
+        meter.add(counts if isinstance(counts, np.ndarray) else [int(c) for c in counts])
 
 
 def points(batch: Any) -> int | list[int]:

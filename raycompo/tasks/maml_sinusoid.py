@@ -6,6 +6,12 @@ client samples 3 of its tasks (the algorithm's batch_size) and, for each, K = 10
 and K = 10 query points with x ~ U[-5, 5], fresh at every step. Model: a 1-40-40-1 ReLU
 network; inner learning rate lambda = 0.001; loss: mean squared error.
 
+The draws follow the run's sampler (RunConfig.sampler): with 'keyed' (the default) the
+tasks and points are keyed draws of the step's seed (tasks/meta_draws.py), so a chunk's
+clients are drawn at once (`MamlSinusoid.meta_rows`) as each alone would draw them; with
+'randperm' (the draws of releases up to 0.1.1) `randperm` and `rand` from the step's
+generator.
+
 Metrics (our construction; the paper shows curves without defining them further), all
 "loss after adaptation", i.e. the query loss after `eval_steps` steps of size lambda on
 K support points, with fixed (seeded) points so that rounds are comparable:
@@ -32,7 +38,9 @@ from torch import nn
 
 from raycompo.seeding import DATA, numpy_rng
 from raycompo.settings import require
-from raycompo.tasks.meta import MetaTask, TaskSample
+from raycompo.tasks import meta_draws
+from raycompo.tasks.meta import MetaRows, MetaTask, TaskSample
+from raycompo.tasks.sampler import DEFAULT_SAMPLER
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,6 +123,14 @@ class SinusoidClient:
     val: TaskSet
     samples_read: int = field(default=0, compare=False, repr=False)
     """Tasks handed out by `batch` so far (a meta-learning sample is a task): the ledger's count."""
+    sampler: str = field(default=DEFAULT_SAMPLER, compare=False, repr=False)
+    """How `batch` draws (`raycompo.tasks.sampler.SAMPLERS`): set by the host that holds the
+    client, from the run's RunConfig.sampler."""
+    n_tasks: int = field(init=False, compare=False, repr=False)
+    """len(task_ids), an attribute (a chunk reads it without a call per client)."""
+
+    def __post_init__(self) -> None:
+        self.n_tasks = len(self.task_ids)
 
     @property
     def num_samples(self) -> int:
@@ -122,7 +138,10 @@ class SinusoidClient:
 
     def batch(self, gen: torch.Generator, size: int | None) -> list[TaskSample]:
         """`size` of the client's tasks (without replacement), each with fresh K support
-        and K query points x ~ U[-5, 5]."""
+        and K query points x ~ U[-5, 5]: keyed draws of the generator's seed
+        (tasks/meta_draws.py), or with the 'randperm' sampler `randperm` and `rand` from it."""
+        if self.sampler == "keyed":
+            return self._keyed_batch(gen.initial_seed(), size)
         n = len(self.task_ids)
         picks = torch.randperm(n, generator=gen)[: n if size is None else min(size, n)].tolist()
         ab = self._params_on_cpu
@@ -136,6 +155,15 @@ class SinusoidClient:
             TaskSample(self.task_ids[i], (x[: self.k_shot], y[: self.k_shot]), (x[self.k_shot :], y[self.k_shot :]))
             for i, x, y in zip(picks, xs, ys)
         ]
+
+    def _keyed_batch(self, seed: int, size: int | None) -> list[TaskSample]:
+        """`batch` with the keyed sampler: `MamlSinusoid.meta_rows`' rows of this client."""
+        picks, x = meta_draws.draw_one(seed, len(self.task_ids), size, self.k_shot + self.k_query, *X_RANGE)
+        x = x.to(self.params.device)
+        y = targets(x, self.params[torch.tensor(picks, device=self.params.device)])
+        self.samples_read += len(picks)
+        return [TaskSample(self.task_ids[i], (xi[: self.k_shot], yi[: self.k_shot]), (xi[self.k_shot :], yi[self.k_shot :]))
+                for i, xi, yi in zip(picks, x, y)]
 
     @functools.cached_property
     def _params_on_cpu(self) -> list[list[float]]:
@@ -151,7 +179,13 @@ class SinusoidClient:
             self.k_query,
             self.train_eval.to(device),
             self.val.to(device),
+            sampler=self.sampler,
         )
+
+
+def targets(x: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+    """y = A sin(x + b pi / 5) of points x (m, K, 1) of tasks `params` (m, 2) = (A, b)."""
+    return sinusoid(x, params[:, 0, None, None], params[:, 1, None, None])
 
 
 def _uniform(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
@@ -196,6 +230,25 @@ class MamlSinusoid(MetaTask):
         return nn.Sequential(
             nn.Linear(1, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 1)
         )
+
+    def meta_rows(self, clients: list[SinusoidClient], seeds: torch.Tensor, size: int | None) -> MetaRows | None:
+        """The meta-batches of a chunk's clients at one step, as rows, or None where they
+        draw with the 'randperm' sampler (then client by client): each client's `batch` with
+        the generator of seed `seeds[i]`, with a fixed number of tensor operations. Counts
+        the tasks each client read, as `batch` does."""
+        if not clients or {c.sampler for c in clients} != {"keyed"}:
+            return None
+        s = self.settings
+        sizes = np.array([c.n_tasks for c in clients], dtype=np.int64)
+        drawn = meta_draws.draw_many(seeds, sizes, size, s.k_shot + s.k_query, *X_RANGE)
+        params = torch.cat([c.params for c in clients])  # every client's (A, b), client after client
+        first = torch.from_numpy(np.cumsum(sizes) - sizes)  # each client's first row in it
+        x = drawn.x.to(params.device)
+        y = targets(x, params.index_select(0, (first[drawn.owner] + drawn.position).to(params.device)))
+        for c, m in zip(clients, drawn.per_client.tolist()):  # the ledger's count: an add per client, no call
+            c.samples_read += m
+        return MetaRows(drawn.owner, drawn.position, (x[:, : s.k_shot], y[:, : s.k_shot]),
+                        (x[:, s.k_shot :], y[:, s.k_shot :]), drawn.per_client)
 
     def loss(self, w: torch.Tensor, batch) -> torch.Tensor:
         x, y = batch

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, NamedTuple
 
+import numpy as np
 import torch
 from torch.func import grad, vmap
 
@@ -28,6 +29,22 @@ class TaskSample(NamedTuple):
     """The task's test set D_test (the outer function's data zeta)."""
 
 
+class MetaRows(NamedTuple):
+    """A chunk's meta-batches of one step as R rows, one per sampled task (client-major):
+    `MetaTask.meta_rows`."""
+
+    owner: torch.Tensor
+    """(R,) int64: the row's client, by position in the chunk."""
+    position: torch.Tensor
+    """(R,) int64: the row's task, by position in its client's `task_ids` (its per-task state's row)."""
+    support: tuple[torch.Tensor, torch.Tensor]
+    """(inputs, targets), each (R, K_s, ...): the rows' D_train."""
+    query: tuple[torch.Tensor, torch.Tensor]
+    """(inputs, targets), each (R, K_q, ...): the rows' D_test."""
+    per_client: np.ndarray
+    """(k,) int64: the tasks each client sampled."""
+
+
 class MetaTask(Task):
     """Base of meta-learning tasks; subclasses give the data, the model and the loss.
     Their settings have `maml_inner_lr` (lambda) and `eval_steps`."""
@@ -42,6 +59,12 @@ class MetaTask(Task):
     """Whether all clients' meta-batch tasks share their support and query shapes and the
     model has no buffers, so the Local-SCGD family runs them as one `torch.func.vmap`
     (vectorized cohorts, problems/maml_batched.py)."""
+
+    def meta_rows(self, clients: list[Any], seeds: torch.Tensor, size: int | None) -> MetaRows | None:
+        """The meta-batches `batch(generator of seed seeds[i], size)` of a chunk's clients
+        at one step, drawn at once as rows, or None (the default) where the task draws them
+        client by client. `seeds` (k,) int64: each client's step seed, its 64 bits."""
+        return None
 
     def composition(self, first_order: bool = False) -> MAML:
         """The client's local composition for the compositional algorithms."""
