@@ -21,6 +21,7 @@ from raycompo.engine import batched
 from raycompo.engine.federation import Federation
 from raycompo.engine.host import ClientCtx, as_range
 from raycompo.engine.ray_pool import RayPool
+from raycompo.keyed import as_int64
 from raycompo.seeding import CLIENT, fold, fold_many
 from raycompo.tasks.base import Task
 
@@ -57,6 +58,7 @@ def test_chunk_seeds_and_draws_are_each_clients_own(sampler):
     cb = CohortBatch(ctxs, task, torch.device("cpu"))
     for step, stream in ((0, 0), (4, 1)):
         assert cb.seeds(step, stream) == [c.rng(step, stream).initial_seed() for c in ctxs]
+        assert cb.step_seeds(step, stream).tolist() == [as_int64(c.rng(step, stream).initial_seed()) for c in ctxs]
         for c, pick, n in zip(ctxs, cb.draw(step, 10, stream), cb.sizes):
             if n <= 10:
                 assert pick is None
@@ -64,6 +66,20 @@ def test_chunk_seeds_and_draws_are_each_clients_own(sampler):
                 assert torch.equal(pick, draw_indices(n, 10, c.rng(step, stream), sampler))
                 if sampler == "randperm":
                     assert torch.equal(pick, torch.randperm(n, generator=c.rng(step, stream))[:10])
+
+
+@pytest.mark.parametrize("n", [5, 40])
+def test_step_seeds_are_each_clients_generator_seed(n):
+    """`CohortBatch.step_seeds` (a task's own keyed draws of the chunk, e.g. maml-sinusoid's
+    meta-batches): each client's `c.rng(step, stream).initial_seed()` as an int64 of the same
+    bits, a few clients folded in Python and more in numpy."""
+    task, base = chunk(seed=2**40 + 3)
+    ctxs = [ClientCtx(1000 + i, base[i % len(base)].data, round=3, seed=2**40 + 3) for i in range(n)]
+    cb = CohortBatch(ctxs, task, torch.device("cpu"))
+    for step, stream in ((0, 0), (3, 2)):
+        got = cb.step_seeds(step, stream)
+        assert got.dtype == torch.int64 and got.shape == (n,)
+        assert got.tolist() == [as_int64(c.rng(step, stream).initial_seed()) for c in ctxs]
 
 
 def test_contexts_without_a_key_draw_from_their_own_generators():

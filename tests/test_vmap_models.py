@@ -15,7 +15,7 @@ from torch import nn
 
 import raycompo
 from raycompo.configuration.config import RunConfig, resolve
-from raycompo.configuration.vectorize import plan, resolved_plan
+from raycompo.configuration.vectorize import convolutions, plan, resolved_plan
 from raycompo.errors import ConfigError
 from raycompo.models.cnn4 import CNN4
 from raycompo.models.flat import FlatModel
@@ -155,17 +155,30 @@ def test_a_module_with_buffers_is_refused_with_its_reason():
     assert run.config["vectorized"]["phases"] == [] and "has buffers" in run.config["vectorized"]["why_not"]
 
 
-def test_auto_keeps_vmap_models_per_client_on_the_cpu_and_batches_them_on_cuda():
+def test_auto_keeps_vmap_convolutions_per_client_on_the_cpu_and_batches_them_on_cuda():
     r = resolve(RunConfig(task="damaml-mnist5k", algo="fedavg", rounds=1, settings=TINY_DAMAML, backend="inline"))
     task = r.make_task()
     on_cpu = plan("auto", r.algo_cls, r.algo_settings, r.task_cls, task, "cpu")
-    assert on_cpu.phases == () and "(CNN4) batches through torch.func.vmap" in on_cpu.why_not
+    assert on_cpu.phases == () and "(CNN4) batches through torch.func.vmap and has convolutions (features.0.0" in on_cpu.why_not
     assert "on CUDA only" in on_cpu.why_not
     assert "local" in plan("auto", r.algo_cls, r.algo_settings, r.task_cls, task, "cuda").phases
     assert "local" in plan("on", r.algo_cls, r.algo_settings, r.task_cls, task, "cpu").phases
     if not torch.cuda.is_available():  # what a run here records: no GPU, so per client
         run = raycompo.run("damaml-mnist5k", "fedavg", rounds=1, settings=TINY_DAMAML)
         assert run.config["vectorized"]["phases"] == [] and "on CUDA only" in run.config["vectorized"]["why_not"]
+
+
+def test_auto_batches_vmap_models_without_convolutions_on_the_cpu():
+    """A vmapped model of matrix layers only (maml-sinusoid's 1-40-40-1 MLP under the
+    Local-SCGD family's vmap) batches under `auto` on the CPU too, and a run records it."""
+    r = resolve(RunConfig(task="maml-sinusoid", algo="local-moml", rounds=1, backend="inline"))
+    task = r.make_task()
+    assert task.model.vmapped and convolutions(task.model.module) == []
+    assert plan("auto", r.algo_cls, r.algo_settings, r.task_cls, task, "cpu").phases == ("local",)
+    run = raycompo.run("maml-sinusoid", "local-moml", rounds=1)
+    assert run.config["vectorized"]["phases"] == ["local"] and "why_not" not in run.config["vectorized"]
+    conv = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 3), torch.nn.Flatten(), torch.nn.ConvTranspose2d(1, 1, 2))
+    assert convolutions(conv) == ["0", "2"]
 
 
 def test_activation_numel_sizes_vmap_chunks():

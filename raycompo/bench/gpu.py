@@ -20,7 +20,7 @@ per round client by client and vectorized on both, and Ray hosts sharing one GPU
    repeats), and seconds per round (inline), client by client and vectorized (`--vectorize
    on`), on the CPU and on CUDA, with the largest relative difference of the rows. `--cnn`
    runs this item alone; without a GPU it prints "no GPU here" and the CPU's figures (the
-   figures behind `--vectorize auto`'s per-device rule for vmap models,
+   figures behind `--vectorize auto`'s per-device rule for vmap models with convolutions,
    raycompo/configuration/vectorize.py).
 
 Without a CUDA device the 'cuda' runs run on the CPU (the code paths only, the first line

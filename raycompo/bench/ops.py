@@ -61,8 +61,9 @@ FULL: dict[str, dict[str, Any]] = {"feddro": {}, "pdsgd": {}, "fastdro": {}, "mb
 
 META: dict[str, dict[str, Any]] = {"local-moml": {}, "local-scgdm": {}, "local-scgd": {}, "local-bsgd": {}}
 """The Local-SCGDM paper's family, on `maml-sinusoid` (n_clients = m, at most 25: its 25
-training tasks) with `--vectorize on`: `auto` keeps these vmap models per client on the CPU
-(configuration/vectorize.py); all m clients take part every round."""
+training tasks) with `--vectorize on` (what `auto` does too since its MLP has no convolution:
+configuration/vectorize.py; `on` makes a run that would not batch an error); all m clients
+take part every round."""
 META_TASK = "maml-sinusoid"
 
 DEFAULT_ALGOS = ("fedavg", "comfedl", "ditto")

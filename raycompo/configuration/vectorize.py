@@ -19,11 +19,13 @@ driven by raycompo/engine/batched.py) when all of these hold:
   `vmap_meta_batches`.
 
 The vmap models' rule in `auto`, per device (`vmap_device_rule`): batched on CUDA
-(`gpus_per_actor > 0` and a CUDA device here), client by client on the CPU, where the
-vmapped convolutions measured slower than the per-client loop (`VMAP_CPU_FIGURES`; on the
-CPU a convolution already uses every thread on one client's batch, and vmap folds the
-clients into the batch of a grouped convolution, which is slower there). `on` batches them
-on any device. The plan's `why_not` says which ran and why.
+(`gpus_per_actor > 0` and a CUDA device here); on the CPU batched unless the module has a
+convolution, which stays client by client: the vmapped convolutions measured slower than
+the per-client loop (`VMAP_CPU_FIGURES`; on the CPU a convolution already uses every thread
+on one client's batch, and vmap folds the clients into the batch of a grouped convolution,
+which is slower there), while vmapped matrix layers become one batched product each,
+faster than a product per client (`VMAP_CPU_MATMUL_FIGURES`). `on` batches them on any
+device. The plan's `why_not` says which ran and why.
 
 `auto` (default) vectorizes where these hold and runs per client elsewhere; `on` makes a
 run that cannot be vectorized an error that says why; `off` always runs per client (the
@@ -106,14 +108,31 @@ def run_device(gpus_per_actor: float) -> str:
     return "cuda" if gpus_per_actor > 0 and torch.cuda.is_available() else "cpu"
 
 
+VMAP_CPU_MATMUL_FIGURES = ("Local-SCGDM on maml-sinusoid (a 1-40-40-1 MLP), ms per round, client by client / "
+                           "vectorized: 7.2-11.8x; python -m raycompo.bench vectorize")
+"""What a vmapped model without convolutions measured on the CPU (docs/benchmarks.md, "Every
+family that batches"): `auto` batches such models there."""
+
+
+def convolutions(module: torch.nn.Module) -> list[str]:
+    """The names of `module`'s convolution layers (torch.nn's Conv1d / 2d / 3d and their
+    transposes), in order."""
+    return [name for name, layer in module.named_modules() if isinstance(layer, torch.nn.modules.conv._ConvNd)]
+
+
 def vmap_device_rule(task: Any, device: str) -> str | None:
     """Why `auto` keeps this task's model per client on `device` (None: it batches): a
-    model batched through vmap (`FlatModel.vmapped`) batches on CUDA only."""
+    model batched through vmap (`FlatModel.vmapped`) batches on CUDA, and on the CPU where
+    it has no convolution."""
     model = getattr(task, "model", None)
     if model is None or not getattr(model, "vmapped", False) or device != "cpu":
         return None
-    return (f"the model of task {type(task).name} ({type(model.module).__name__}) batches through torch.func.vmap, "
-            f"which --vectorize auto runs on CUDA only: slower on the CPU ({VMAP_CPU_FIGURES}); --vectorize on batches it")
+    convs = convolutions(model.module)
+    if not convs:
+        return None
+    return (f"the model of task {type(task).name} ({type(model.module).__name__}) batches through torch.func.vmap "
+            f"and has convolutions ({', '.join(convs[:3])}{', ...' if len(convs) > 3 else ''}), which --vectorize auto "
+            f"batches on CUDA only: slower on the CPU ({VMAP_CPU_FIGURES}); --vectorize on batches it")
 
 
 def plan(mode: str, algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None,

@@ -10,7 +10,8 @@ With `seed` the step's generator seed (`c.rng(t).initial_seed()`, as every mini-
   size is None or >= n);
 * the points: slot j's `count` points (support, then query) are entries j * count ..
   (j + 1) * count - 1 of the uniform row keyed by fold(seed, POINTS) (`keyed_uniform`), a
-  stream apart from the picks' hashes, mapped to [lo, hi) in float64, then float32.
+  stream apart from the picks' hashes, mapped to [lo, hi) in float64, then rounded to
+  float32 (which may round a point within 2^-24 hi of hi up to hi: the points lie in [lo, hi]).
 
 An entry depends only on (seed, its index), so a client's row is the same whatever the
 chunk's widest client (a row of fewer picks is a prefix of a wider one)."""
@@ -47,7 +48,7 @@ def _widths(sizes: np.ndarray, size: int | None) -> np.ndarray:
 
 
 def _to_range(u: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
-    """Uniforms in [0, 1) (float64) as float32 points in [lo, hi): one rounding, in float64."""
+    """Uniforms in [0, 1) (float64) as float32 points in [lo, hi] (float64's [lo, hi), rounded to float32)."""
     return u.mul_(hi - lo).add_(lo).to(torch.float32)
 
 
@@ -62,7 +63,9 @@ def draw_one(seed: int, n: int, size: int | None, count: int, lo: float, hi: flo
 
 def draw_many(seeds: torch.Tensor, sizes: np.ndarray, size: int | None, count: int, lo: float, hi: float) -> Picks:
     """The chunk's meta-batches of one step: `seeds` (k,) int64 each client's step seed (its
-    64 bits), `sizes` (k,) its number of tasks. A fixed number of operations, whatever k."""
+    64 bits; drawn on the CPU, as the per-client path does), `sizes` (k,) its number of
+    tasks. A fixed number of operations, whatever k."""
+    seeds = seeds.to("cpu", torch.int64)
     k = len(sizes)
     widths = _widths(sizes, size)
     b = int(widths.max())
