@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -171,6 +172,42 @@ def test_the_population_benchmark_prints_both_timings_and_each_trials_difference
     assert row.split()[1] == "8" and row.count(":") == 8  # 8 trials, each one's difference
     diffs = [float(part.split(":")[1]) for part in row.split()[7:]]  # after the timings and the statuses
     assert max(diffs[:4]) < 1e-5  # the stable step sizes: the trials' rows alone
+
+
+def test_the_population_benchmark_runs_the_sinusoid_grid_as_one_population(capsys):
+    """`bench population --sinusoid`: Local-SCGDM's 16 gamma x alpha trials on maml-sinusoid,
+    alone and as one population (their MAML rows batched together, `auto` batching the
+    MLP on the CPU): the same statuses and each trial's rows as alone to float rounding."""
+    from raycompo.bench.population import main
+
+    assert main(["--sinusoid", "--rounds", "2"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("alone"))
+    assert "exchanges run together 2" in line and "same statuses True" in line
+    assert float(line.rsplit(" ", 1)[1]) < 1e-5
+
+
+def test_the_sweep_benchmark_compares_one_trial_at_a_time_with_populations(monkeypatch, capsys):
+    """`--sweep`'s baseline is `population=1` (None would be 'auto', populations too), run in
+    the order 1, P, P, 1, and both sweeps' trials are compared row by row."""
+    import pandas as pd
+
+    from raycompo.bench.population import build_parser, measure_sweeps, sweep_space
+
+    calls = []
+
+    def fake_tune(space, search, population, out, quiet):
+        calls.append(population)
+        Path(out).mkdir(parents=True)
+        loss = 1.0 if population == 1 else 1.0 + 1e-6
+        pd.DataFrame({"trial_id": ["b", "a"], "status": ["completed"] * 2, "final_val_loss": [loss, 2.0]}).to_csv(
+            Path(out) / "trials.csv", index=False)
+
+    monkeypatch.setattr(raycompo, "tune", fake_tune)
+    args = build_parser().parse_args(["--sweep", "--population", "4", "--rounds", "1"])
+    measure_sweeps(args, sweep_space(args))
+    assert calls == [1, 4, 4, 1]
+    line = capsys.readouterr().out.strip()
+    assert "--population 1 " in line and "--population 4 " in line and "difference of a final loss 1.0e-06" in line
 
 
 @pytest.mark.slow

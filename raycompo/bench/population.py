@@ -4,6 +4,7 @@
         [--rounds 40] [--clients 200] [--m 100] [--seeds 1] [--threads 1] [--eval-every 10]
         [--sampler randperm|keyed] [--sweep [--population 8]]
     python -m raycompo.bench population --memory
+    python -m raycompo.bench population --dro | --sinusoid [--sweep --population 16]
 
 For each algorithm, the grid of its step sizes (`GRIDS`: 8 each; two of ComFedL's diverge
 on `synthetic`) times `--seeds` seeds, on the inline backend with vectorized cohorts:
@@ -23,12 +24,17 @@ of one trial differ as much). Workloads as
 `bench cohort`'s (`logistic-784`: 784 x 10 logistic regression, tau 5, batch 32;
 `synthetic`: FedProx's Synthetic(1, 1), 60 features). `--sweep` also runs the same grid as a
 sweep (`raycompo.tune(space, search="grid")`, inline) with `--population 1` and with
-`--population P`: the wall time of each (Ray's and Tune's start included) and whether the
-trials' statuses and final losses agree. Figures are printed, never asserted.
+`--population P`, twice each in the order 1, P, P, 1: the mean wall time of each (Ray's and
+Tune's start included) and whether the trials' statuses and final losses agree. Figures are
+printed, never asserted.
 
 `--dro`: instead, FedDRO's grid of `sweeps/feddro.yaml` at I = 4 (lr x beta x lam: 36 trials,
 the KL objective) on `feddro-digits-st`, 30 rounds by default, alone vs as one population (beta,
 lam and lr per row; each trial's evaluation Phi parts batched too).
+
+`--sinusoid`: instead, Local-SCGDM's grid of `sweeps/sinusoid.yaml` (gamma x alpha: 16 trials, at
+lr 0.01 and p = 5) on `maml-sinusoid`, 50 rounds by default, alone vs as one population (the
+MAML rows of every trial's clients as one vmap; gamma and alpha per row).
 
 `--memory`: the memory of one trial alone and of populations of P = 1, 2, 4, 8 trials (FedAvg,
 step sizes 0.01 P, seed 0, 5 rounds) on dro-mnist5k (the tune quick start's task, its
@@ -79,6 +85,19 @@ def dro_configs(rounds: int, seeds: int) -> list[RunConfig]:
             for seed in range(seeds) for lr, beta, lam in itertools.product(*DRO_GRID.values())]
 
 
+SINUSOID_GRID = {"gamma": [0.3, 0.5, 0.7, 0.9], "alpha": [0.5, 0.7, 0.8, 0.9]}
+"""`--sinusoid`: Local-SCGDM's gamma and alpha lists in sweeps/sinusoid.yaml, at lr 0.01 and
+p = 5 (the paper's; per-task inner states, the task default)."""
+
+
+def sinusoid_configs(rounds: int, seeds: int) -> list[RunConfig]:
+    import itertools
+
+    return [RunConfig(task="maml-sinusoid", algo="local-scgdm", rounds=rounds, seed=seed, eval_every=10,
+                      backend="inline", settings={"lr": 0.01, "p": 5, "gamma": gamma, "alpha": alpha})
+            for seed in range(seeds) for gamma, alpha in itertools.product(*SINUSOID_GRID.values())]
+
+
 def last_values(result: Any) -> dict[str, float]:
     row = result.metrics.iloc[-1]
     return {k: float(v) for k, v in row.items() if "loss" in k or "acc" in k}
@@ -119,11 +138,9 @@ def measure(cfgs: list[RunConfig], buffered: bool = True) -> dict[str, Any]:
             "differences": [difference(a, b) for a, b in zip(alone, together)]}
 
 
-def measure_dro(rounds: int, seeds: int) -> None:
-    """`--dro`: the FedDRO grid alone and as one population, side by side."""
-    cfgs = dro_configs(rounds, seeds)
-    print(f"feddro-digits-st: FedDRO, lr x beta x lam of sweeps/feddro.yaml at I = 4, {len(cfgs)} trials, "
-          f"{rounds} rounds, inline (vectorized where it can), one torch thread")
+def measure_grid(title: str, cfgs: list[RunConfig]) -> None:
+    """`--dro`, `--sinusoid`: a grid alone and as one population, side by side."""
+    print(f"{title}, {len(cfgs)} trials, {cfgs[0].rounds} rounds, inline (vectorized where it can), one torch thread")
     r = measure(cfgs, buffered=False)
     print(f"alone {r['alone_s']:.1f} s, population {r['population_s']:.1f} s: {r['alone_s'] / r['population_s']:.2f}x; "
           f"exchanges run together {r['exchanges_together']}; same statuses {r['statuses'] == r['statuses_alone']}; "
@@ -139,28 +156,41 @@ def sweep_space(args: Any) -> dict[str, Any]:
             "algorithms": algos}
 
 
-def measure_sweeps(args: Any) -> None:
-    """`--sweep`: `raycompo.tune(space, search='grid')` with population 1 and `--population`
-    (inline, one Ray instance for both), wall seconds side by side and their trials compared."""
+def sinusoid_space(rounds: int) -> dict[str, Any]:
+    """The grid sweep of `--sinusoid`'s trials (`--sinusoid --sweep`)."""
+    return {"name": "population-bench-sinusoid", "task": "maml-sinusoid", "rounds": rounds, "eval_every": 10,
+            "metric": "val_loss", "mode": "min",
+            "settings": {}, "algorithms": {"local-scgdm": {"lr": [0.01], "p": [5], **SINUSOID_GRID}}}
+
+
+def measure_sweeps(args: Any, space: dict[str, Any]) -> None:
+    """`--sweep`: `raycompo.tune(space, search='grid')` with `population=1` (one trial at a
+    time; not None, which is 'auto') and `--population` (inline, one Ray instance for all), in
+    the order 1, P, P, 1 so that neither pays alone for what the first sweep warms up (Ray's
+    workers, imports, caches): the wall seconds of each, their means side by side, and the
+    trials of the two compared."""
     import tempfile
 
     import pandas as pd
 
     import raycompo
 
-    tables, seconds = [], []
+    tables: dict[int, Any] = {}
+    seconds: dict[int, list[float]] = {1: [], args.population: []}
     with tempfile.TemporaryDirectory() as folder:
-        for size in (None, args.population):
+        for i, size in enumerate((1, args.population, args.population, 1)):
             t0 = time.perf_counter()
-            raycompo.tune(sweep_space(args), search="grid", population=size, out=f"{folder}/p{size or 1}", quiet=True)
-            seconds.append(time.perf_counter() - t0)
-            tables.append(pd.read_csv(f"{folder}/p{size or 1}/trials.csv").sort_values("trial_id"))
-    a, b = tables
+            raycompo.tune(space, search="grid", population=size, out=f"{folder}/p{size}-{i}", quiet=True)
+            seconds[size].append(time.perf_counter() - t0)
+            tables[size] = pd.read_csv(f"{folder}/p{size}-{i}/trials.csv").sort_values("trial_id")
+    a, b = tables[1], tables[args.population]
     cols = [c for c in a.columns if c.startswith("final_") and "loss" in c]
     rel = ((a[cols].to_numpy(float) - b[cols].to_numpy(float)) / (abs(a[cols].to_numpy(float)) + 1e-3))
     finite = rel[~pd.isna(rel)]
-    print(f"sweep (grid, {len(a)} trials): --population 1 {seconds[0]:.1f} s, --population {args.population} "
-          f"{seconds[1]:.1f} s: {seconds[0] / seconds[1]:.2f}x; diverged {list(a['status']).count('diverged')} / "
+    one, many = (sum(seconds[k]) / 2 for k in (1, args.population))
+    print(f"sweep (grid, {len(a)} trials): --population 1 {one:.1f} s ({seconds[1][0]:.1f} first, {seconds[1][1]:.1f} "
+          f"last), --population {args.population} {many:.1f} s ({seconds[args.population][0]:.1f}, "
+          f"{seconds[args.population][1]:.1f}): {one / many:.2f}x; diverged {list(a['status']).count('diverged')} / "
           f"{list(b['status']).count('diverged')}, same statuses {list(a['status']) == list(b['status'])}, "
           f"largest relative difference of a final loss {abs(finite).max() if finite.size else 0:.1e}")
 
@@ -255,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m raycompo.bench population", description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", default=list(GRIDS), choices=list(GRIDS))
     p.add_argument("--workload", default="synthetic", choices=list(WORKLOADS))
-    p.add_argument("--rounds", type=int, default=None, help="rounds per trial (default 40; 30 with --dro)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds per trial (default 40; 30 with --dro, 50 with --sinusoid)")
     p.add_argument("--clients", type=int, default=200)
     p.add_argument("--m", type=int, default=100, help="clients per round")
     p.add_argument("--seeds", type=int, default=1, help="seeds per step size")
@@ -266,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--population", type=int, default=8, help="P of --sweep")
     p.add_argument("--dro", action="store_true", help="instead: FedDRO's grid of sweeps/feddro.yaml at I = 4 "
                    "(36 trials) on feddro-digits-st, alone vs as one population (--rounds 30 unless given)")
+    p.add_argument("--sinusoid", action="store_true", help="instead: Local-SCGDM's gamma x alpha of "
+                   "sweeps/sinusoid.yaml (16 trials) on maml-sinusoid, alone vs as one population "
+                   "(--rounds 50 unless given)")
     p.add_argument("--memory", action="store_true", help="instead: the memory of one trial alone and of "
                    "populations of 1, 2, 4, 8 trials on dro-mnist5k and synthetic, each in a subprocess")
     p.add_argument("--memory-child", nargs=2, metavar=("TASK", "P"), help=argparse.SUPPRESS)
@@ -288,7 +321,14 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     if args.dro:
-        measure_dro(args.rounds or 30, args.seeds)
+        measure_grid("feddro-digits-st: FedDRO, lr x beta x lam of sweeps/feddro.yaml at I = 4",
+                     dro_configs(args.rounds or 30, args.seeds))
+        return 0
+    if args.sinusoid:
+        measure_grid("maml-sinusoid: Local-SCGDM, gamma x alpha of sweeps/sinusoid.yaml at lr 0.01, p = 5",
+                     sinusoid_configs(args.rounds or 50, args.seeds))
+        if args.sweep:
+            measure_sweeps(args, sinusoid_space(args.rounds or 50))
         return 0
     args.rounds = args.rounds or 40
     print(f"{args.workload}: {args.clients} clients, {args.m} a round, {args.rounds} rounds, {args.seeds} seed(s) "
@@ -305,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['alone_s'] / r['population_s']:>8.2f}x {r['alone_buffered_s']:>18.1f} {diverged:>9}  {diffs}")
         sys.stdout.flush()
     if args.sweep:
-        measure_sweeps(args)
+        measure_sweeps(args, sweep_space(args))
     return 0
 
 
