@@ -24,9 +24,9 @@ of one trial differ as much). Workloads as
 `bench cohort`'s (`logistic-784`: 784 x 10 logistic regression, tau 5, batch 32;
 `synthetic`: FedProx's Synthetic(1, 1), 60 features). `--sweep` also runs the same grid as a
 sweep (`raycompo.tune(space, search="grid")`, inline) with `--population 1` and with
-`--population P`, twice each in the order 1, P, P, 1: the mean wall time of each (Ray's and
-Tune's start included) and whether the trials' statuses and final losses agree. Figures are
-printed, never asserted.
+`--population P`, twice each in the order 1, P, P, 1 after an untimed one-round sweep (which
+starts Ray): the mean wall time of each (each Tune trial's start included) and whether the
+trials' statuses and final losses agree. Figures are printed, never asserted.
 
 `--dro`: instead, FedDRO's grid of `sweeps/feddro.yaml` at I = 4 (lr x beta x lam: 36 trials,
 the KL objective) on `feddro-digits-st`, 30 rounds by default, alone vs as one population (beta,
@@ -165,10 +165,10 @@ def sinusoid_space(rounds: int) -> dict[str, Any]:
 
 def measure_sweeps(args: Any, space: dict[str, Any]) -> None:
     """`--sweep`: `raycompo.tune(space, search='grid')` with `population=1` (one trial at a
-    time; not None, which is 'auto') and `--population` (inline, one Ray instance for all), in
-    the order 1, P, P, 1 so that neither pays alone for what the first sweep warms up (Ray's
-    workers, imports, caches): the wall seconds of each, their means side by side, and the
-    trials of the two compared."""
+    time; not None, which is 'auto') and `--population` (inline, one Ray instance for all),
+    after an untimed one-round sweep that starts Ray and imports Tune, in the order 1, P, P, 1
+    so that neither pays alone for what a sweep leaves warm: the wall seconds of each, their
+    means side by side, and the trials of the two compared."""
     import tempfile
 
     import pandas as pd
@@ -178,6 +178,7 @@ def measure_sweeps(args: Any, space: dict[str, Any]) -> None:
     tables: dict[int, Any] = {}
     seconds: dict[int, list[float]] = {1: [], args.population: []}
     with tempfile.TemporaryDirectory() as folder:
+        raycompo.tune({**space, "rounds": 1}, search="grid", population=1, out=f"{folder}/warm-up", quiet=True)
         for i, size in enumerate((1, args.population, args.population, 1)):
             t0 = time.perf_counter()
             raycompo.tune(space, search="grid", population=size, out=f"{folder}/p{size}-{i}", quiet=True)
