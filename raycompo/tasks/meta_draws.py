@@ -43,10 +43,6 @@ class Picks(NamedTuple):
     """(k,) int64: the tasks each client sampled (min(size, n_i))."""
 
 
-def _widths(sizes: np.ndarray, size: int | None) -> np.ndarray:
-    return sizes.copy() if size is None else np.minimum(sizes, size)
-
-
 def _to_range(u: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     """Uniforms in [0, 1) (float64) as float32 points in [lo, hi] (float64's [lo, hi), rounded to float32)."""
     return u.mul_(hi - lo).add_(lo).to(torch.float32)
@@ -67,12 +63,12 @@ def draw_many(seeds: torch.Tensor, sizes: np.ndarray, size: int | None, count: i
     tasks. A fixed number of operations, whatever k."""
     seeds = seeds.to("cpu", torch.int64)
     k = len(sizes)
-    widths = _widths(sizes, size)
+    widths = sizes if size is None else np.minimum(sizes, size)
     b = int(widths.max())
-    picks = keyed_indices(seeds, torch.from_numpy(sizes), b)  # (k, b); past a row's width: -1
-    taken = torch.from_numpy(np.arange(b)[None, :] < widths[:, None]).view(-1)  # a row's first widths[r] slots
+    picks = keyed_indices(seeds, torch.from_numpy(sizes), b).view(-1)  # (k, b) rows; past a row's width: -1
+    taken = picks >= 0
     owner = torch.arange(k, dtype=torch.int64).repeat_interleave(torch.from_numpy(widths))
     point_seeds = torch.from_numpy(fold_many(seeds.numpy().view(np.uint64), POINTS).view(np.int64))
     u = keyed_uniform(point_seeds, b * count).view(k * b, count)
     x = _to_range(u[taken], lo, hi).unsqueeze(-1)
-    return Picks(owner, picks.view(-1)[taken], x, widths.astype(np.int64))
+    return Picks(owner, picks[taken], x, widths.astype(np.int64))
