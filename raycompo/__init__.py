@@ -16,6 +16,7 @@ reference)::
     raycompo.local_sgd                   raycompo.partitioners (IID, Dirichlet, shards, ...)
     raycompo.ClientContext, RoundContext raycompo.FlatModel, LogisticRegression
     raycompo.batched_phase, CohortBatch  # the vectorized form of a client phase
+    raycompo.ClientRows, Shares          # ctx.map_rows' answer; a payload of each client's own entry
 
     raycompo.list_algorithms(), raycompo.list_tasks()   # registered names -> classes
     raycompo.RunConfig, RunResult, SweepResult
@@ -101,6 +102,8 @@ _EXPORTS = {
     "local_sgd": ("raycompo.algorithms.base", "local_sgd"),
     "batched_phase": ("raycompo.algorithms.cohort", "batched_phase"),
     "CohortBatch": ("raycompo.algorithms.cohort", "CohortBatch"),
+    "ClientRows": ("raycompo.algorithms.client_rows", "ClientRows"),
+    "Shares": ("raycompo.algorithms.client_rows", "Shares"),
     "ClientContext": ("raycompo.algorithms.base", "ClientContext"),
     "RoundContext": ("raycompo.algorithms.base", "RoundContext"),
     "State": ("raycompo.algorithms.base", "State"),

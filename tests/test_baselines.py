@@ -37,11 +37,12 @@ def test_fedavg_weights_by_sample_count():
 
 
 class RecordingCtx(RoundCtx):
-    """Records the per-client outputs of `map_each` (DRFL's loss queries)."""
+    """Records the per-client outputs of `map_rows` (DRFL's loss queries)."""
 
-    def map_each(self, phase, cohort, payload):
-        self.recorded = super().map_each(phase, cohort, payload)
-        return self.recorded
+    def map_rows(self, phase, cohort, payload):
+        rows = super().map_rows(phase, cohort, payload)
+        self.recorded = rows.as_dict()
+        return rows
 
 
 def test_drfl_weight_update_is_projected_ascent_on_reported_losses():

@@ -74,6 +74,21 @@ def test_a_keyed_pdsgd_round_does_not_grow_with_the_clients():
     assert twenty["py calls"] == sixty["py calls"]
 
 
+def test_a_drfl_and_a_fastdro_round_do_not_grow_with_the_clients():
+    """DRFL (its loss set U's values) and FastDRO (the pooled batch's per-sample losses, then
+    each client's weights q_i back): the same aten operations and Python calls at m = 20 and
+    m = 60. The members' answers stay the chunk's rows (`ctx.map_rows`: `ClientRows.stacked`,
+    `.flat`), the weights go down as one `Shares`, and FastDRO's chunk keeps its batch for
+    "grad" (no second draw). Before, each member's answer was cut out and read one by one:
+    about 7 (DRFL) and 8 (FastDRO) aten operations per client. DRFL's cohort is drawn with
+    replacement (by lambda), so its distinct clients, and with them the path of a chunk's
+    draws (numpy or torch, `keyed.SMALL_ROWS`), vary with m: at 30 and 60 they take the same."""
+    for algo, small in (("drfl", 30), ("fastdro", 20)):
+        few, sixty = ops.measure(algo, small, None, "keyed"), ops.measure(algo, 60, None, "keyed")
+        assert few["by_op"] == sixty["by_op"], algo
+        assert few["py calls"] == sixty["py calls"], algo
+
+
 def test_a_keyed_sinusoid_round_does_not_grow_with_the_clients():
     """The Local-SCGD family vectorized (`bench ops --algos local-moml`, maml-sinusoid): with
     the keyed sampler a chunk's meta-batches (the tasks, their points and targets) are drawn at

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import torch
 
+from raycompo.algorithms.client_rows import ClientRows
 from raycompo.compression.keys import Sent
 from raycompo.errors import ConfigError
 from raycompo.settings import require
@@ -68,6 +69,11 @@ class RoundContext(Protocol):
     def map(self, phase: str, cohort: list[int], payload: Payload) -> dict[str, Any]: ...
 
     def map_each(self, phase: str, cohort: list[int], payload: Payload) -> dict[int, dict[str, Any]]: ...
+
+    def map_rows(self, phase: str, cohort: list[int], payload: Payload) -> ClientRows:
+        """`map_each`'s contributions as rows (algorithms/client_rows.py): `stacked` / `flat`
+        read every member's value with no work per member."""
+        ...
 
 
 PhaseFn = TypeVar("PhaseFn", bound=Callable[[Any, Any, State, Payload], PhaseResult])

@@ -109,8 +109,7 @@ class ComFedL(Algorithm):
 
     def lse_center(self, ctx, cohort, w) -> float:
         """c = gamma log(1/m sum_{i in cohort} exp(f_i(w_s)/gamma)), from the cohort's values."""
-        values = ctx.map_each("robust_value", cohort, {"w": w})
-        f = torch.stack([values[i]["f"].reshape(()).to(torch.float64) for i in cohort])
+        f = ctx.map_rows("robust_value", cohort, {"w": w}).stacked("f", cohort).reshape(len(cohort)).to(torch.float64)
         gamma = self.s.gamma
         return float(gamma * (torch.logsumexp(f / gamma, 0) - math.log(len(cohort))))
 

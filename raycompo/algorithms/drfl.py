@@ -64,10 +64,9 @@ class DRFL(Algorithm):
         sums = ctx.map("local", cohort, {"w": w, "t_snap": t_snap})  # 2.
         w_next, w_snap = sums["w"] / sums["count"], sums["w_snap"] / sums["count"]
         u_set = torch.randperm(n, generator=g)[:m].tolist()  # 3.
-        losses = ctx.map_each("loss", u_set, {"w": w_snap})
+        losses = ctx.map_rows("loss", u_set, {"w": w_snap}).stacked("loss", u_set)  # f_i(w^{t'}), in u_set's order
         v = torch.zeros(n, dtype=torch.float64)
-        for i, out in losses.items():
-            v[i] = n / m * float(out["loss"])
+        v[torch.tensor(u_set)] = losses.reshape(len(u_set)).to(torch.float64) * (n / m)
         state = {"lambda": project_simplex(lam + self.s.weight_lr * tau * v)}  # 4.
         return w_next, state
 

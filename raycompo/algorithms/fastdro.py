@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from raycompo.algorithms.base import client_phase, grad_of
+from raycompo.algorithms.client_rows import Shares
 from raycompo.algorithms.co_common import GlobalCOAlgorithm, GlobalCOSettings
 from raycompo.algorithms.cohort import batched_phase
 from raycompo.compression.keys import VALUE
@@ -122,11 +123,11 @@ class FastDRO(GlobalCOAlgorithm):
         clients = list(range(ctx.n_clients))
         lr = self.lr_at(ctx.round)
         for j in range(self.s.sync_every):
-            each = ctx.map_each("losses", clients, {"w": w, "j": j})
-            losses = [each[k]["l"].to(torch.float64).reshape(-1) for k in clients]
-            q, scale = self.weights(torch.cat(losses))
-            split = dict(zip(clients, torch.split(q, [len(v) for v in losses])))
-            g = ctx.map("grad", clients, {"j": j, "q": split})["g"]  # w: the clients kept it from "losses"
+            # the pooled batch: every client's losses end to end, in client order (no work per client)
+            losses, lengths = ctx.map_rows("losses", clients, {"w": w, "j": j}).flat("l", clients)
+            q, scale = self.weights(losses.to(torch.float64))
+            shares = Shares(clients, q, lengths)  # client k's q_k: its own samples' weights
+            g = ctx.map("grad", clients, {"j": j, "q": shares})["g"]  # w: the clients kept it from "losses"
             w = w - lr * scale * g
         return w, state
 
@@ -149,24 +150,25 @@ class FastDRO(GlobalCOAlgorithm):
         return {"g": grad_of(weighted, w)}, state
 
     # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
-    # "grad" draws the step's batch again from the same seeds (the per-client path keeps
-    # it in c.scratch): the same rows, so the same q_i line up with the same losses.
+    # "losses" keeps the chunk's batch and w for "grad", as the per-client path keeps a
+    # client's in c.scratch: the same rows, so the same q_i line up with the same losses.
     @batched_phase("losses")
     def batched_client_losses(self, cb, states, payload):
         batch = cb.batch(payload["j"], self.s.batch_size)
-        for c in cb.clients:  # w for this step's "grad" (not sent again)
-            c.scratch["w"] = payload["w"]
+        cb.keep_rows("batch", batch)
+        cb.keep_rows("w", cb.broadcast(payload["w"]))  # w is not sent again
         with torch.no_grad():
             losses = cb.task.batched_sample_losses(cb.broadcast(payload["w"]), batch)
-        return {"l": [row[:n] for row, n in zip(losses, batch.count.long().tolist())]}, states
+        rows = batch.count.long()
+        if bool((rows == losses.shape[1]).all()):  # every batch full: the (k, b) losses are the rows as they are
+            return {"l": losses}, states
+        return {"l": list(torch.split(losses[batch.mask.bool()], rows.tolist()))}, states  # each its own n_i
 
     @batched_phase("grad")
     def batched_client_grad(self, cb, states, payload):
-        batch = cb.batch(payload["j"], self.s.batch_size)  # the rows "losses" drew (the same seeds: counted once)
-        w = [c.scratch.pop("w") for c in cb.clients][0]  # the step's w (the same for all), kept by "losses"
+        batch = cb.take_rows("batch")  # the rows "losses" drew
+        w = cb.take_rows("w")[0]  # the step's w (the same for all rows), kept by "losses"
         q = torch.zeros(batch.mask.shape, dtype=w.dtype, device=w.device)  # padded rows weigh 0
-        for i, cid in enumerate(cb.ids):
-            qi = payload["q"][cid].to(w.dtype)
-            q[i, :len(qi)] = qi
+        q[batch.mask.bool()] = payload["q"].cat(cb.ids).to(w.device, w.dtype)  # each q_i into its real rows
         g, _ = cb.task.batched_sample_grad(cb.broadcast(w), batch, lambda losses: q)
         return {"g": g}, states

@@ -85,8 +85,8 @@ class PDSGD(GlobalCOAlgorithm):
     def log_normalizer(self, ctx, clients: list[int]) -> float:
         """log Z = logsumexp over the clients of the logsumexp of each one's a (an exchange
         of one value per client, each client's own: no shift that could overflow)."""
-        each = ctx.map_each("log_mass", clients, {})
-        return float(torch.logsumexp(torch.stack([each[k]["lse"].reshape(()).double() for k in clients]), 0))
+        lse = ctx.map_rows("log_mass", clients, {}).stacked("lse", clients)
+        return float(torch.logsumexp(lse.reshape(len(clients)).double(), 0))
 
     # --- client ---------------------------------------------------------------------
     def log_weights(self, c, state) -> torch.Tensor:

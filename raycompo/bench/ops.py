@@ -42,6 +42,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation
+from raycompo.keyed import SMALL_ROWS
 from raycompo.run import parse_compress
 from raycompo.settings import parse_sets
 from raycompo.tasks.sampler import DEFAULT_SAMPLER
@@ -165,6 +166,11 @@ def summary(algo: str, counts: dict[int, dict[str, Any]]) -> list[str]:
         verdict = "meets" if ratio <= target else "misses"
         lines.append(f"{algo:<9} {key:<8} m={hi}/m={lo}: {ratio:7.2f}x (target <= {target}x: {verdict}); "
                      f"slope {per:.2f} per client")
+    mid = next((m for m in ms[1:-1] if m > SMALL_ROWS), None)
+    if lo <= SMALL_ROWS and mid is not None:  # the small chunk's draws were numpy's: no aten operation
+        ratio = counts[hi]["aten"] / max(counts[mid]["aten"], 1)
+        lines.append(f"{algo:<9} aten     m={hi}/m={mid}: {ratio:7.2f}x (past {SMALL_ROWS} clients: a chunk of at most "
+                     f"{SMALL_ROWS} drawing rows draws in numpy, with no aten operation)")
     return lines
 
 

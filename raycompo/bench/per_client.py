@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from raycompo.algorithms.client_rows import ClientRows
 from raycompo.configuration.config import RunConfig
 from raycompo.engine.federation import Federation, summarize
 from raycompo.runfolder.clients_file import ClientsFile
@@ -62,7 +63,8 @@ def measure(n: int, k: int, repeat: int, folder: str) -> dict[str, float]:
         results: dict[str, Any] = {}
 
         def phase() -> None:
-            results["per_client"] = fed.pool.map("evaluate", 0, ids, {"w": fed.w}, False)  # type: ignore[union-attr]
+            answer = fed.pool.map("evaluate", 0, ids, {"w": fed.w}, False)  # type: ignore[union-attr]
+            results["per_client"] = ClientRows.of(answer).as_dict()  # by client, as Federation.evaluate reads it
 
         evaluate = _median_seconds(phase, repeat)
         per_client = results["per_client"]

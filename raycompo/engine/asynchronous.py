@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from raycompo.algorithms.client_rows import ClientRows
 from raycompo.engine.async_rules import apply, f64, make_rule
 from raycompo.engine.ledger import MemberCosts, arrivals_cost, member_cost
 from raycompo.system import draws
@@ -253,8 +254,9 @@ class AsyncServer:
         self.pending = []
         for (v, k) in sorted(groups):
             snap, items = self.versions[v], groups[(v, k)]
-            out, costs = self.fed.exchange.compute(self.form.phase, v, {c: 1 for _, c in items}, snap["payload"],
-                                                   False, dispatch=k)
+            answer, costs = self.fed.exchange.compute(self.form.phase, v, {c: 1 for _, c in items}, snap["payload"],
+                                                      False, dispatch=k)
+            out = ClientRows.of(answer).as_dict()
             row = {c: i for i, c in enumerate(costs.clients)}
             for seq, c in items:
                 self.results[seq] = {**self._update(out[c], snap["z"]),

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.chunk_state import ChunkState, State
+from raycompo.algorithms.client_rows import ClientRows
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.compression.uplink import RESIDUALS, Kept, split_residuals, with_residuals
 from raycompo.engine.ledger import MemberCosts, count_values, samples_read_many
@@ -151,7 +152,7 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
     `costs`: where each member's samples read and contribution size are added; `dispatch`:
     the members' repeat number at this model version (`ClientCtx.dispatch`)."""
     fn = getattr(host.algorithm, host.algorithm.batched_phases[phase])
-    result: dict[Any, Any] = {}
+    result: Any = {} if reduce else ClientRows()
     if not items:
         return result
     gathered = gather_bytes(host, phase, items)
@@ -218,11 +219,11 @@ def with_chunk_residuals(states: ChunkState | list[State], kept: Kept) -> ChunkS
 
 
 def book_chunk(host: Any, phase: str, chunk: list[tuple[int, int]], ctxs: list[Any], out: dict[str, Any],
-               new_states: Any, reduce: bool, result: dict[Any, Any], costs: MemberCosts | None, read: list[int],
+               new_states: Any, reduce: bool, result: Any, costs: MemberCosts | None, read: list[int],
                calls: list[int], encoded: dict[str, list[int]]) -> None:
     """A chunk's answer booked in `host`: its members' costs (samples read since `read`,
     contribution sizes, oracle `calls`), their new states kept, and their contributions
-    summed into `result` (reduce) or put there client by client."""
+    summed into `result` (reduce: a dict) or added to it as the chunk's rows (a `ClientRows`)."""
     ids = [cid for cid, _ in chunk]
     mults = [m for _, m in chunk]
     if costs is not None:
@@ -233,13 +234,11 @@ def book_chunk(host: Any, phase: str, chunk: list[tuple[int, int]], ctxs: list[A
     if reduce:
         for key, value in out.items():
             result[key] = _weighted_sum(value, mults, result.get(key))
-    else:  # one copy off the device per stacked value, then each client's row of its own
-        moved = {key: value.detach().cpu() if isinstance(value, torch.Tensor) else value
-                 for key, value in out.items()}
-        for i, (cid, _) in enumerate(chunk):
-            result[cid] = {key: _on_cpu(value[i]) for key, value in moved.items()}
-            if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/watch/per_client.py)
-                result[cid][N_SAMPLES_KEY] = n_samples(ctxs[i].data)
+    else:  # the chunk's rows as they are (`ClientRows`): one copy off the device per stacked value
+        moved = {key: _on_cpu(value) for key, value in out.items()}
+        if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/watch/per_client.py)
+            moved[N_SAMPLES_KEY] = [n_samples(c.data) for c in ctxs]
+        result.add(ids, moved)
 
 
 def member_sizes(out: dict[str, Any], k: int) -> dict[str, tuple[int, int]] | list[dict[str, tuple[int, int]]]:
@@ -295,7 +294,7 @@ def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any)
 
 
 def _on_cpu(value: Any) -> Any:
-    """A client's contribution as `Host.map` returns it: tensors on the CPU, numbers as they
-    are. A copy: a row of the chunk's tensor is a view, which would pickle (to the driver)
-    with the storage of every client's row."""
+    """A chunk's contribution as `Host.map` returns it: tensors on the CPU, a copy of their
+    own (a phase's answer may be a view of what it keeps, e.g. a state), anything else (a
+    list of one value per member) as it is."""
     return value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else value

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from raycompo.algorithms.client_rows import ClientRows
 from raycompo.configuration.config import Resolved, RunConfig, resolve
 from raycompo.costs.budget import Budget, check_budget
 from raycompo.costs.exchange import BREAKDOWN_KEY, ExchangeCost
@@ -115,7 +116,12 @@ class RoundCtx:
 
     def map_each(self, phase: str, cohort: list[int], payload: dict[str, Any]) -> dict[int, dict[str, Any]]:
         """Each client's contribution from the client phase, by client id."""
-        return self._exchange(phase, {c: 1 for c in cohort}, payload, False)
+        return self.map_rows(phase, cohort, payload).as_dict()
+
+    def map_rows(self, phase: str, cohort: list[int], payload: dict[str, Any]) -> ClientRows:
+        """`map_each`'s contributions as the chunks computed them (algorithms/client_rows.py):
+        read every member's value at once with `stacked` / `flat`, no work per member."""
+        return ClientRows.of(self._exchange(phase, {c: 1 for c in cohort}, payload, False))
 
     def _exchange(self, phase: str, counts: dict[int, int], payload: dict[str, Any], reduce: bool) -> Any:
         """One pool call; counted, it is an exchange: the one path of engine/exchange.py."""
@@ -235,7 +241,8 @@ class Federation:
     def evaluate_clients(self) -> tuple[dict[str, float], ClientMetrics]:
         """`evaluate`'s columns and the per-client values themselves (for clients.csv)."""
         assert self.pool is not None
-        per_client = self.pool.map("evaluate", self.round, {c: 1 for c in self.eval_clients()}, {"w": self.w}, False)
+        answer = self.pool.map("evaluate", self.round, {c: 1 for c in self.eval_clients()}, {"w": self.w}, False)
+        per_client = answer.as_dict() if isinstance(answer, ClientRows) else answer
         clients = ClientMetrics.build(self.round, per_client,
                                       self.client_columns(sorted(per_client)) if self.client_columns else None)
         self.system.reported()  # its per-client counters are in these rows: a new window begins

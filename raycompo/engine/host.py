@@ -23,6 +23,7 @@ import torch
 
 from raycompo.algorithms.base import Algorithm, State
 from raycompo.algorithms.chunk_state import ChunkState
+from raycompo.algorithms.client_rows import ClientRows, Shares
 from raycompo.compression.uplink import Uplink, split_residuals, with_residuals
 from raycompo.configuration.config import Resolved
 from raycompo.configuration.vectorize import resolved_plan
@@ -119,6 +120,8 @@ def new_rounds(datas: list[Any]) -> None:
 def to_device(obj: Any, device: torch.device) -> Any:
     """Tensors in nested dicts / lists / tuples moved to `device`."""
     if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, Shares):
         return obj.to(device)
     if isinstance(obj, dict):
         return {k: to_device(v, device) for k, v in obj.items()}
@@ -403,7 +406,8 @@ class Host:
                 if phase == EVALUATE:  # each client's n_i, for clients.csv (raycompo/watch/per_client.py)
                     result[cid][N_SAMPLES_KEY] = n_samples(c.data)
         self.busy_seconds += time.perf_counter() - t0
-        return (result, costs) if count else result
+        answer = result if reduce else ClientRows.of(result)
+        return (answer, costs) if count else answer
 
     def client_state(self, cid: int) -> State:
         """A client's persistent state on the CPU ({} before its first phase)."""

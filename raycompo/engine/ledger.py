@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from raycompo.algorithms.client_rows import Shares
 from raycompo.costs.exchange import BREAKDOWN_COLUMNS, LEDGER_COLUMNS, ExchangeCost
 
 NUMBER_BYTES = 8
@@ -51,6 +52,8 @@ def count_values(obj: Any) -> tuple[int, int]:
         return n, n * obj.element_size()
     if isinstance(obj, (bool, int, float)):
         return 1, NUMBER_BYTES
+    if isinstance(obj, Shares):  # the clients' entries, as a dict of them counts (not its addressing)
+        return count_values(obj.values)
     if isinstance(obj, dict):
         obj = obj.values()
     elif not isinstance(obj, (list, tuple)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from raycompo.algorithms.base import State
+from raycompo.algorithms.client_rows import ClientRows
 from raycompo.configuration.config import Resolved
 from raycompo.engine.host import Host, add_into
 
@@ -23,7 +24,8 @@ class Pool(Protocol):
     def map(self, phase: str, round_: int, counts: dict[int, int], payload: dict[str, Any], reduce: bool = True,
             count: bool = False, dispatch: int = 0, probe: bool = False) -> Any:
         """reduce: the float64 sum over clients (with multiplicity) of the phase's
-        contributions; otherwise {client id: contribution}. `count`: `(that, MemberCosts)`,
+        contributions; otherwise each client's contribution, a `ClientRows` (a Mapping
+        {client id: contribution}; a {client id: contribution} dict is taken too). `count`: `(that, MemberCosts)`,
         the members' samples read and contribution sizes (engine/ledger.py). `dispatch`:
         the members' repeat number at this model version; `probe`: the answer without any
         client's state moving (`Host.map`)."""
@@ -43,13 +45,14 @@ class Pool(Protocol):
     def close(self) -> None: ...
 
 
-def combine(parts: list[dict[str, Any]], reduce: bool) -> dict[Any, Any]:
+def combine(parts: list[Any], reduce: bool) -> Any:
+    """The hosts' answers as one: the sum of their sums (reduce), else every member's
+    contribution (`ClientRows`, the hosts' parts in order)."""
+    if not reduce:
+        return ClientRows.merge(parts)
     out: dict[Any, Any] = {}
     for p in parts:
-        if reduce:
-            add_into(out, p)
-        else:
-            out.update(p)
+        add_into(out, p)
     return out
 
 

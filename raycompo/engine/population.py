@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from raycompo.algorithms.client_rows import ClientRows
 from raycompo.algorithms.cohort import CohortBatch, TrialValues
 from raycompo.engine.batched import book_chunk, clients_per_chunk, gather_bytes
 from raycompo.engine.host import Host, to_device
@@ -255,7 +256,7 @@ def run_together(hosts: list[Host], requests: list[Request], members: list[int])
     phase, round_, dispatch = first.phase, first.round_, first.dispatch
     payload = trial_payload([r.payload for r in requests], lead.device)
     costs = [MemberCosts() if r.count else None for r in requests]
-    results: list[dict[Any, Any]] = [{} for _ in requests]
+    results: list[Any] = [{} if r.reduce else ClientRows() for r in requests]
     union = sorted(set().union(*[r.counts for r in requests]))
     gathered = gather_bytes(lead, phase, [(union[0], 1)])
     for clients in client_groups([r.counts for r in requests], clients_per_chunk(lead, union[0])):
@@ -272,7 +273,7 @@ def run_together(hosts: list[Host], requests: list[Request], members: list[int])
 
 
 def run_chunk(hosts: list[Host], requests: list[Request], parts: list[tuple], payload: dict[str, Any], gathered: int,
-              costs: list[MemberCosts | None], results: list[dict[Any, Any]]) -> None:
+              costs: list[MemberCosts | None], results: list[Any]) -> None:
     """One chunk: `parts` holds each trial's (trial, chunk, contexts, sizes, states)."""
     lead, phase = hosts[0], requests[0].phase
     ctxs = [c for part in parts for c in part[2]]

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from raycompo.algorithms.client_rows import ClientRows
 from raycompo.compression.methods import Method, parse_method
 from raycompo.compression.privacy import Accountant, DpSettings, check_dp, noised
 from raycompo.compression.uplink import Uplink, key_tag
@@ -125,7 +126,8 @@ class Transforms:
 
         if reduce:
             return noised(result, sigma, gens(result, 0), skip)
-        return {cid: noised(out, sigma, gens(out, cid + 1), skip) for cid, out in result.items()}
+        each = result.as_dict() if isinstance(result, ClientRows) else result  # each member's own noise
+        return ClientRows.of({cid: noised(out, sigma, gens(out, cid + 1), skip) for cid, out in each.items()})
 
     def close_round(self, round_: int) -> None:
         if self.accountant is not None:

@@ -1,0 +1,101 @@
+"""`ClientRows` (map_rows' answer) and `Shares` (a payload of each client's own entry):
+the same values as the dicts they replace, read without work per member."""
+
+import dataclasses
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from raycompo.algorithms.client_rows import ClientRows, Shares
+from raycompo.engine.federation import Federation, RoundCtx
+from raycompo.engine.ledger import count_values
+from raycompo.engine.pools import combine
+from tests.helpers import small_config
+
+
+def rows_of_two_chunks_and_a_client():
+    """Two batched chunks (stacked rows, one with ragged losses) and one client-by-client answer."""
+    g = torch.Generator().manual_seed(0)
+    rows = ClientRows()
+    rows.add([4, 1, 7], {"f": torch.randn(3, generator=g), "l": torch.randn(3, 2, generator=g), "n": [1.0, 2.0, 3.0]})
+    rows.add([2, 9], {"f": torch.randn(2, generator=g), "l": [torch.randn(3, generator=g), torch.randn(1, generator=g)],
+                      "n": [4.0, 5.0]})
+    per_client = {5: {"f": torch.randn((), generator=g), "l": torch.randn(4, generator=g), "n": 6.0}}
+    return ClientRows.merge([rows, per_client])
+
+
+def test_as_dict_is_each_members_own_copy_in_the_parts_order():
+    rows = rows_of_two_chunks_and_a_client()
+    each = rows.as_dict()
+    assert list(each) == [4, 1, 7, 2, 9, 5] == rows.ids() == list(rows)
+    torch.testing.assert_close(each[7]["l"], rows.parts[0][1]["l"][2], rtol=0, atol=0)
+    assert each[9]["n"] == 5.0 and each[5]["n"] == 6.0
+    each[7]["l"].add_(1.0)  # a copy: the chunk's rows do not move
+    assert not torch.equal(each[7]["l"], rows.parts[0][1]["l"][2])
+    assert rows[7].keys() == {"f", "l", "n"} and len(rows) == 6 and 3 not in rows
+
+
+@pytest.mark.parametrize("order", [None, [5, 9, 2, 7, 1, 4], [1, 1, 5], [9]])
+def test_stacked_and_flat_equal_the_members_values_in_order(order):
+    rows = rows_of_two_chunks_and_a_client()
+    each = rows.as_dict()
+    ids = rows.ids() if order is None else order
+    torch.testing.assert_close(rows.stacked("f", order), torch.stack([each[i]["f"].reshape(()) for i in ids]), rtol=0, atol=0)
+    numbers = rows.stacked("n", order)
+    assert numbers.dtype == torch.float64 and numbers.tolist() == [each[i]["n"] for i in ids]
+    flat, lengths = rows.flat("l", order)
+    torch.testing.assert_close(flat, torch.cat([each[i]["l"].reshape(-1) for i in ids]), rtol=0, atol=0)
+    assert lengths == [each[i]["l"].numel() for i in ids]
+
+
+def test_a_member_that_did_not_answer_is_named():
+    rows = rows_of_two_chunks_and_a_client()
+    with pytest.raises(KeyError, match="3"):
+        rows.stacked("f", [4, 3])
+    with pytest.raises(KeyError, match="no member answered"):
+        ClientRows().stacked("f")
+
+
+def test_combine_of_hosts_keeps_every_part_and_pickles_as_rows():
+    a, b = ClientRows(), ClientRows()
+    a.add([0, 1], {"x": torch.arange(4.0).view(2, 2)})
+    b.add([2], {"x": torch.tensor([[9.0, 9.0]])})
+    both = pickle.loads(pickle.dumps(combine([a, b], reduce=False)))
+    assert both.ids() == [0, 1, 2] and len(both.parts) == 2
+    torch.testing.assert_close(both.stacked("x", [2, 0]), torch.tensor([[9.0, 9.0], [0.0, 1.0]]))
+
+
+def test_shares_are_the_split_entries():
+    values = torch.arange(10, dtype=torch.float64)
+    clients, lengths = [3, 0, 8, 5], [2, 3, 1, 4]
+    shares = Shares(clients, values, lengths)
+    split = dict(zip(clients, torch.split(values, lengths)))
+    assert list(shares) == clients and len(shares) == 4
+    for cid in clients:
+        torch.testing.assert_close(shares[cid], split[cid], rtol=0, atol=0)
+    torch.testing.assert_close(shares.cat([5, 3, 5]), torch.cat([split[5], split[3], split[5]]), rtol=0, atol=0)
+    assert count_values(shares) == count_values(split)  # the ledger counts what the dict counted
+    again = pickle.loads(pickle.dumps(shares.to("cpu")))
+    torch.testing.assert_close(again.cat(clients), values, rtol=0, atol=0)
+    with pytest.raises(KeyError, match="4"):
+        shares.cat([4])
+    with pytest.raises(ValueError, match="lengths"):
+        Shares([0, 1], values, [3, 3])
+
+
+@pytest.mark.parametrize("vectorize", ["on", "off"])
+def test_map_rows_of_a_run_equals_map_each(vectorize):
+    """A server round's map_rows and map_each of the same phase, state and seeds: the same
+    contributions (FastDRO's per-sample losses, a batched chunk or client by client)."""
+    feds = [Federation(dataclasses.replace(small_config("fastdro"), vectorize=vectorize)) for _ in range(2)]
+    assert ("losses" in feds[0].pool.host.batched) == (vectorize == "on")
+    clients = list(range(feds[0].n_clients))[::-1]
+    rows = RoundCtx(feds[0], 0).map_rows("losses", clients, {"w": feds[0].w, "j": 0})
+    each = RoundCtx(feds[1], 0).map_each("losses", clients, {"w": feds[1].w, "j": 0})
+    assert sorted(rows.as_dict()) == sorted(each) == sorted(clients)
+    flat, lengths = rows.flat("l", clients)
+    torch.testing.assert_close(flat, torch.cat([each[c]["l"] for c in clients]), rtol=0, atol=0)
+    assert lengths == [len(each[c]["l"]) for c in clients]
+    assert np.all(np.asarray(lengths) > 0)
