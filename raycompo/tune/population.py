@@ -52,18 +52,25 @@ def per_row_settings(algo_cls: type[Algorithm]) -> frozenset[str]:
     return frozenset(floats)
 
 
-def population_key(config: Mapping[str, Any], meta: Mapping[str, Any]) -> tuple[Any, ...]:
+def population_key(config: Mapping[str, Any], meta: Mapping[str, Any],
+                   known: dict[str, frozenset[str]] | None = None) -> tuple[Any, ...]:
     """The structural key of one trial: trials with equal keys may share a population.
 
     `config`: the trial's config as the sweep's searcher hands it to Tune (`algorithm` and
     the swept values of its point); `meta`: the sweep's meta (sweep.json: task, rounds, seed,
     space). The values fixed for the whole sweep (`settings`, `--set`, the backend) are the
-    same for every trial and are not in the key."""
+    same for every trial and are not in the key. `known`: a sweep's {algorithm: its
+    `per_row_settings`}, filled on first use (a sweep asks for hundreds of keys; loading the
+    algorithm by name reads the installed entry points' state each time, 2-3 ms)."""
     from raycompo.configuration.plugins import load
 
     algo = config["algorithm"]
-    path = meta.get("space", {}).get("path")
-    per_row = per_row_settings(load("algorithm", algo, base_dir=_folder(path)))
+    per_row = known.get(algo) if known is not None else None
+    if per_row is None:
+        path = meta.get("space", {}).get("path")
+        per_row = per_row_settings(load("algorithm", algo, base_dir=_folder(path)))
+        if known is not None:
+            known[algo] = per_row
     structure = tuple(
         (k, config[k]) for k in sorted(config) if k != "algorithm" and k not in per_row
     )
@@ -243,5 +250,6 @@ def populations_handed(
     """The populations of the configs a sweep handed to Tune (`PerAlgorithmSearcher.handed`:
     (batch, config) pairs): configs asked in the same batch (one Optuna population; 0 for
     every point of a grid) with equal `population_key`s, at most `size` per population."""
-    groups = group_populations(list(handed), size, key=lambda h: (h[0], population_key(h[1], meta)))
+    known: dict[str, frozenset[str]] = {}
+    groups = group_populations(list(handed), size, key=lambda h: (h[0], population_key(h[1], meta, known)))
     return [[config for _, config in group] for group in groups]

@@ -30,6 +30,7 @@ checkpoint (tune/trial_checkpoints.py; trials.csv's `resumed_at` says from which
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -48,6 +49,7 @@ from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
 from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
 from raycompo.tune.member_asha import earlier_rewards, start_rungs, stop_rungs
+from raycompo.tune.pending import pending_trials, trials_at_once
 from raycompo.tune.population import (
     auto_population,
     check_population,
@@ -623,6 +625,7 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     """One Tune run of the `total` trials left: (its experiment folder, whether it was
     interrupted). `rungs`: the sweep's ASHA rungs actor (`--scheduler asha`, tune/member_asha.py;
     Tune has no scheduler of its own)."""
+    import ray
     from ray import tune
 
     opts = meta["options"]
@@ -653,8 +656,12 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     )
     if progress is not None:
         progress.begin()
+    # with max_concurrent, Tune keeps that many pending (its ConcurrencyLimiter); else as
+    # many as the cluster runs at once, so that their actors start together (tune/pending.py)
+    at_once = max_concurrent or trials_at_once(trial_bundles(meta, n_clients), ray.cluster_resources())
     try:
-        grid = tuner.fit()
+        with pending_trials(min(at_once, total)) if not max_concurrent else contextlib.nullcontext():
+            grid = tuner.fit()
     finally:
         if progress is not None:
             progress.close()
@@ -790,7 +797,8 @@ def _searcher(space: Space, meta: dict[str, Any], todo: dict[str, dict[str, Any]
                                          first=t.get("first"))
     searcher = PerAlgorithmSearcher(searchers, {a: t["n"] for a, t in todo.items()}, metric=metric, mode=mode)
     if meta.get("population", 1) > 1:  # each Tune trial a population of up to P trials (tune/population_search.py)
-        return PopulationSearcher(searcher, meta["population"], lambda config: population_key(config, meta),
+        known: dict[str, frozenset[str]] = {}  # each algorithm's per-row settings, read once for the sweep
+        return PopulationSearcher(searcher, meta["population"], lambda config: population_key(config, meta, known),
                                   metric=metric, mode=mode)
     return searcher
 
