@@ -78,8 +78,8 @@ def test_a_drfl_and_a_fastdro_round_do_not_grow_with_the_clients():
     """DRFL (its loss set U's values) and FastDRO (the pooled batch's per-sample losses, then
     each client's weights q_i back): the same aten operations and Python calls at m = 20 and
     m = 60. The members' answers stay the chunk's rows (`ctx.map_rows`: `ClientRows.stacked`,
-    `.flat`), the weights go down as one `Shares`, and FastDRO's chunk keeps its batch for
-    "grad" (no second draw). Before, each member's answer was cut out and read one by one:
+    `.flat`), the weights go down as one `Shares`, and FastDRO's chunk draws its "grad" batch
+    again uncounted (no journal hand-over). Before, each member's answer was cut out and read one by one:
     about 7 (DRFL) and 8 (FastDRO) aten operations per client. DRFL's cohort is drawn with
     replacement (by lambda), so its distinct clients, and with them the path of a chunk's
     draws (numpy or torch, `keyed.SMALL_ROWS`), vary with m: at 30 and 60 they take the same."""

@@ -12,6 +12,7 @@ from raycompo.algorithms.client_rows import ClientRows, Shares
 from raycompo.engine.federation import Federation, RoundCtx
 from raycompo.engine.ledger import count_values
 from raycompo.engine.pools import combine
+from raycompo.engine.ray_pool import payload_bytes
 from tests.helpers import small_config
 
 
@@ -34,7 +35,7 @@ def test_as_dict_is_each_members_own_copy_in_the_parts_order():
     assert each[9]["n"] == 5.0 and each[5]["n"] == 6.0
     each[7]["l"].add_(1.0)  # a copy: the chunk's rows do not move
     assert not torch.equal(each[7]["l"], rows.parts[0][1]["l"][2])
-    assert rows[7].keys() == {"f", "l", "n"} and len(rows) == 6 and 3 not in rows
+    assert rows[7].keys() == {"f", "l", "n"} and len(rows) == 6 and 3 not in rows and 9 in rows
 
 
 @pytest.mark.parametrize("order", [None, [5, 9, 2, 7, 1, 4], [1, 1, 5], [9]])
@@ -77,6 +78,7 @@ def test_shares_are_the_split_entries():
         torch.testing.assert_close(shares[cid], split[cid], rtol=0, atol=0)
     torch.testing.assert_close(shares.cat([5, 3, 5]), torch.cat([split[5], split[3], split[5]]), rtol=0, atol=0)
     assert count_values(shares) == count_values(split)  # the ledger counts what the dict counted
+    assert payload_bytes({"q": shares}) == payload_bytes({"q": split}) == 80  # Ray's put-or-inline choice too
     again = pickle.loads(pickle.dumps(shares.to("cpu")))
     torch.testing.assert_close(again.cat(clients), values, rtol=0, atol=0)
     with pytest.raises(KeyError, match="4"):

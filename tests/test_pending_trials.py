@@ -32,6 +32,19 @@ def test_pending_trials_sets_tunes_variable_within_the_block_only(monkeypatch):
     assert ENV not in os.environ
 
 
+def test_blocks_open_at_once_share_the_first_value_and_the_last_removes_it(monkeypatch):
+    """Two sweeps in threads of one process: the variable stays set while either runs."""
+    monkeypatch.delenv(ENV, raising=False)
+    first, second = pending_trials(2), pending_trials(5)
+    first.__enter__()
+    second.__enter__()
+    assert os.environ[ENV] == "2"
+    first.__exit__(None, None, None)
+    assert os.environ[ENV] == "2"  # the second sweep's Tune may still read it
+    second.__exit__(None, None, None)
+    assert ENV not in os.environ
+
+
 def test_a_users_own_setting_is_kept(monkeypatch):
     monkeypatch.setenv(ENV, "7")
     with pending_trials(2):

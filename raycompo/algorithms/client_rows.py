@@ -74,6 +74,9 @@ class ClientRows(Mapping):
     def __len__(self) -> int:
         return sum(len(ids) for ids, _ in self.parts)
 
+    def __contains__(self, cid: object) -> bool:  # the ids alone: no member's values copied
+        return any(cid in ids for ids, _ in self.parts)
+
     def _cached(self) -> dict[int, dict[str, Any]]:
         if self._dict is None:
             self._dict = self.as_dict()

@@ -9,7 +9,7 @@ centralized baselines "in parallel", with K times the gradient computation of on
 at every step each of the K clients draws |b| samples (FedDRO's b_g, stream 0), so the
 batch is the pooled K |b| samples. One step costs two exchanges:
 
-    1. every client sends its |b| losses at x (map_each "losses");
+    1. every client sends its |b| losses at x ("losses", read as rows: `ctx.map_rows`);
     2. the server computes q over the pooled K |b| losses and sends each client its
        weights; every client returns sum_{i in its batch} q_i grad l_i (map "grad"), and
        the server steps x <- x - eta * scale * sum_k (...).
@@ -150,12 +150,12 @@ class FastDRO(GlobalCOAlgorithm):
         return {"g": grad_of(weighted, w)}, state
 
     # --- the same phases for a chunk of clients at once (algorithms/cohort.py) ----------
-    # "losses" keeps the chunk's batch and w for "grad", as the per-client path keeps a
-    # client's in c.scratch: the same rows, so the same q_i line up with the same losses.
+    # "grad" draws the step's batch again from the same seeds, uncounted (the per-client
+    # path keeps it in c.scratch; a chunk keeping its batch would hold every chunk's at
+    # once): the same rows, so the same q_i line up with the same losses.
     @batched_phase("losses")
     def batched_client_losses(self, cb, states, payload):
         batch = cb.batch(payload["j"], self.s.batch_size)
-        cb.keep_rows("batch", batch)
         cb.keep_rows("w", cb.broadcast(payload["w"]))  # w is not sent again
         with torch.no_grad():
             losses = cb.task.batched_sample_losses(cb.broadcast(payload["w"]), batch)
@@ -166,7 +166,7 @@ class FastDRO(GlobalCOAlgorithm):
 
     @batched_phase("grad")
     def batched_client_grad(self, cb, states, payload):
-        batch = cb.take_rows("batch")  # the rows "losses" drew
+        batch = cb.batch(payload["j"], self.s.batch_size, count=False)  # the rows "losses" drew and counted
         w = cb.take_rows("w")[0]  # the step's w (the same for all rows), kept by "losses"
         q = torch.zeros(batch.mask.shape, dtype=w.dtype, device=w.device)  # padded rows weigh 0
         q[batch.mask.bool()] = payload["q"].cat(cb.ids).to(w.device, w.dtype)  # each q_i into its real rows

@@ -294,7 +294,13 @@ def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any)
 
 
 def _on_cpu(value: Any) -> Any:
-    """A chunk's contribution as `Host.map` returns it: tensors on the CPU, a copy of their
-    own (a phase's answer may be a view of what it keeps, e.g. a state), anything else (a
-    list of one value per member) as it is."""
-    return value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else value
+    """A chunk's contribution as `Host.map` returns it: a (k, ...) tensor on the CPU, a copy
+    of its own (a phase's answer may be a view of what it keeps, e.g. a state); a list of one
+    value per member with its tensors on the CPU (those on another device moved, one by one:
+    e.g. FastDRO's losses where a client holds fewer samples than a batch)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    first = value[0] if isinstance(value, list) and value else None  # a chunk's members share one device
+    if isinstance(first, torch.Tensor) and first.device.type != "cpu":
+        return [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in value]
+    return value

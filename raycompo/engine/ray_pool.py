@@ -18,6 +18,7 @@ import ray
 import torch
 
 from raycompo.algorithms.base import State
+from raycompo.algorithms.client_rows import Shares
 from raycompo.configuration.config import Resolved
 from raycompo.engine.actor_failures import HostTimeoutError
 from raycompo.engine.host_actors import FreshHosts, HostSource
@@ -55,6 +56,8 @@ def payload_bytes(obj: Any) -> int:
     """Bytes of the tensors in a payload (what one `ray.put` ships)."""
     if isinstance(obj, torch.Tensor):
         return obj.numel() * obj.element_size()
+    if isinstance(obj, Shares):  # the entries' vector (its addressing is a few numpy arrays)
+        return payload_bytes(obj.values)
     if isinstance(obj, dict):
         return sum(payload_bytes(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):

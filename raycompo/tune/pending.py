@@ -11,15 +11,16 @@ actor it had started for it, and the sweep's end waited for that removal (up to 
 here). `pending_trials` lets Tune create as many trials as the cluster's resources hold
 at once, so their actors start together; a user's own TUNE_MAX_PENDING_TRIALS_PG is kept.
 
-Measured (`python -m raycompo.bench population --sweep`, 29 November 2026, 2 CPUs): the
-16-trial grid one trial at a time 12.5 s, where it took 20.3 s; as populations of 8, 7.7 s
-where it took 10.9 s (docs/benchmarks.md).
+Measured (`python -m raycompo.bench population --sweep`, 29 November 2026, 2 CPUs, beside
+the commit before in the same minutes): the 16-trial grid one trial at a time 12.7 s, where
+it took 22-25 s; as populations of 8, 8.3 s where it took 10.3-10.9 s (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -38,15 +39,31 @@ def trials_at_once(bundles: list[dict[str, float]], resources: dict[str, float])
     return max(1, min(fits)) if fits else 1
 
 
+_LOCK = threading.Lock()
+_ACTIVE = [0]
+"""Blocks of `pending_trials` open in this process (sweeps in threads): the variable is
+set by the first and removed by the last."""
+
+
 @contextmanager
 def pending_trials(n: int) -> Iterator[None]:
     """Within the block, Tune keeps up to `n` trials pending (the TuneController reads
-    TUNE_MAX_PENDING_TRIALS_PG when it starts); a value the user set is kept."""
-    if ENV in os.environ:
-        yield
-        return
-    os.environ[ENV] = str(max(1, n))
+    TUNE_MAX_PENDING_TRIALS_PG when it starts); a value the user set is kept. A process-wide
+    variable: sweeps run at once in threads of one process share the first one's value.
+    Through Ray Client (`ray://`) the fit runs remotely and Tune keeps its default."""
+    with _LOCK:
+        if _ACTIVE[0] == 0 and ENV in os.environ:  # the user's own
+            owner = False
+        else:
+            owner = True
+            if _ACTIVE[0] == 0:
+                os.environ[ENV] = str(max(1, n))
+            _ACTIVE[0] += 1
     try:
         yield
     finally:
-        os.environ.pop(ENV, None)
+        if owner:
+            with _LOCK:
+                _ACTIVE[0] -= 1
+                if _ACTIVE[0] == 0:
+                    os.environ.pop(ENV, None)

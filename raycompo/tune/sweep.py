@@ -658,8 +658,8 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
         progress.begin()
     # with max_concurrent, Tune keeps that many pending (its ConcurrencyLimiter); else as
     # many as the cluster runs at once, so that their actors start together (tune/pending.py)
-    at_once = max_concurrent or trials_at_once(trial_bundles(meta, n_clients), ray.cluster_resources())
     try:
+        at_once = max_concurrent or trials_at_once(trial_bundles(meta, n_clients), ray.cluster_resources())
         with pending_trials(min(at_once, total)) if not max_concurrent else contextlib.nullcontext():
             grid = tuner.fit()
     finally:
