@@ -179,8 +179,13 @@ def past_a_checkpoint(folder: Path, every: int) -> int:
 
 
 def kill_once_checkpointed(args: list[str], folder: Path, running: int, every: int, timeout: float = 240.0) -> None:
-    """`python -m raycompo.tune ARGS` killed with SIGKILL (its whole process group: Ray too)
-    as soon as `running` trials are past a checkpoint after round 0 in `folder`/checkpoints."""
+    """`python -m raycompo.tune ARGS` killed with SIGKILL as soon as `running` trials are past
+    a checkpoint after round 0 in `folder`/checkpoints: its process group (the sweep, Ray's
+    GCS and raylet) and every process under it, Ray's workers too, which run in process
+    groups of their own. A trial's worker that outlived the kill went on for a second or two
+    (until it saw its raylet gone): it could finish its trial and remove its checkpoint
+    folder before the resume looked, so that the resume started that trial again from round
+    0 (a failure seen once in CI)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen([sys.executable, "-m", "raycompo.tune", *args], cwd=folder.parent, env=env,
@@ -192,9 +197,29 @@ def kill_once_checkpointed(args: list[str], folder: Path, running: int, every: i
             assert time.monotonic() < deadline, "no checkpoint written in time"
             time.sleep(0.02)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_all(proc.pid)
         proc.wait(timeout=60)
         proc.stderr.close()
+
+
+def kill_all(pid: int) -> None:
+    """SIGKILL the process group of `pid` and every descendant of `pid` (whatever its group),
+    then wait until they are all gone (at most 60 s)."""
+    import ray  # noqa: F401, I001  (puts its bundled psutil on sys.path, as engine/host.py does)
+    import psutil
+
+    try:
+        tree = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        tree = []
+    os.killpg(pid, signal.SIGKILL)
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(tree, timeout=60)
+    assert not alive, f"processes of the killed sweep still running: {alive}"
 
 
 def finals(folder: Path) -> pd.DataFrame:
