@@ -89,6 +89,17 @@ def test_a_drfl_and_a_fastdro_round_do_not_grow_with_the_clients():
         assert few["py calls"] == sixty["py calls"], algo
 
 
+def test_a_ragged_fastdro_round_does_not_grow_with_the_clients():
+    """FastDRO with a batch larger than some clients' samples (`batch_size=64`): its losses
+    of different lengths are one `Shares` per chunk, whose members' sizes the ledger counts
+    at once (before: a list of k tensors, counted one by one, 26 Python calls per client).
+    At m = 30 and 60: past the chunks whose seeds are folded in Python (`FOLD_MANY_PYTHON`)."""
+    sets = {"batch_size": 64}
+    few, sixty = ops.measure("fastdro", 30, sets, "keyed"), ops.measure("fastdro", 60, sets, "keyed")
+    assert few["by_op"] == sixty["by_op"]
+    assert few["py calls"] == sixty["py calls"]
+
+
 def test_a_keyed_sinusoid_round_does_not_grow_with_the_clients():
     """The Local-SCGD family vectorized (`bench ops --algos local-moml`, maml-sinusoid): with
     the keyed sampler a chunk's meta-batches (the tasks, their points and targets) are drawn at

@@ -5,12 +5,15 @@ import dataclasses
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+import raycompo
 from raycompo.algorithms.client_rows import ClientRows, Shares
+from raycompo.engine.batched import member_sizes
 from raycompo.engine.federation import Federation, RoundCtx
-from raycompo.engine.ledger import count_values
+from raycompo.engine.ledger import MemberCosts, count_values
 from raycompo.engine.pools import combine
 from raycompo.engine.ray_pool import payload_bytes
 from tests.helpers import small_config
@@ -87,6 +90,34 @@ def test_shares_are_the_split_entries():
         Shares([0, 1], values, [3, 3])
 
 
+def test_a_chunks_shares_answer_reads_and_counts_as_its_list_of_tensors():
+    """A batched phase's values of different lengths as one `Shares` (FastDRO's ragged
+    losses): the same members' values as the list of k tensors it replaces, and the same
+    ledger sizes, counted without a call per member."""
+    values, lengths = torch.arange(9, dtype=torch.float32), [4, 2, 3]
+    as_list, as_shares = ClientRows(), ClientRows()
+    as_list.add([6, 2, 8], {"l": list(torch.split(values, lengths)), "f": torch.ones(3)})
+    as_shares.add([6, 2, 8], {"l": Shares([6, 2, 8], values, lengths), "f": torch.ones(3)})
+    for order in (None, [8, 6, 2], [2, 2]):
+        for got, want in zip(as_shares.flat("l", order), as_list.flat("l", order)):
+            assert torch.equal(got, want) if isinstance(got, torch.Tensor) else got == want
+    assert {c: v["l"].tolist() for c, v in as_shares.as_dict().items()} == \
+        {c: v["l"].tolist() for c, v in as_list.as_dict().items()}
+    with pytest.raises(ValueError, match="flat"):
+        as_shares.stacked("l")
+    with pytest.raises(ValueError, match="chunk's members"):
+        ClientRows().add([2, 6, 8], {"l": Shares([6, 2, 8], values, lengths)})
+
+    def costs(out):
+        c = MemberCosts()
+        c.add_many([6, 2, 8], [1, 2, 1], [5, 5, 5], member_sizes(out, 3), [0, 0, 0])
+        return c
+
+    ragged, shared = costs(as_shares.parts[0][1]), costs(as_list.parts[0][1])
+    assert (ragged.values_up, ragged.bytes_up, ragged.by_key) == (shared.values_up, shared.bytes_up, shared.by_key)
+    assert ragged.values_up == [5, 6, 4] and ragged.by_key["l"] == [11, 44]  # member 2 twice: 2 x 2 values
+
+
 @pytest.mark.parametrize("vectorize", ["on", "off"])
 def test_map_rows_of_a_run_equals_map_each(vectorize):
     """A server round's map_rows and map_each of the same phase, state and seeds: the same
@@ -101,3 +132,15 @@ def test_map_rows_of_a_run_equals_map_each(vectorize):
     torch.testing.assert_close(flat, torch.cat([each[c]["l"] for c in clients]), rtol=0, atol=0)
     assert lengths == [len(each[c]["l"]) for c in clients]
     assert np.all(np.asarray(lengths) > 0)
+
+
+@pytest.mark.parametrize("uplink", [{}, {"dp_clip": 1.0, "dp_noise": 0.5}, {"compress": {"l": "qsgd:4"}}])
+def test_ragged_fastdro_batched_equals_per_client_through_the_uplink(uplink):
+    """FastDRO with clients of fewer samples than the batch: a chunk's losses are one
+    `Shares`, which DP's clipping and noise and a compressed key see member by member, as
+    the per-client path sends them: the same rows vectorized and not."""
+    kw = dict(rounds=2, settings={"batch_size": 64, "n_clients": 16}, **uplink)
+    on, off = (raycompo.run("synthetic", "fastdro", vectorize=v, **kw).metrics for v in ("on", "off"))
+    cols = [c for c in on if "loss" in c or "acc" in c]
+    pd.testing.assert_frame_equal(on[cols], off[cols], rtol=1e-5, atol=1e-6)
+    assert on["values_up"].equals(off["values_up"]) and on["bytes_up"].equals(off["bytes_up"])

@@ -12,9 +12,11 @@ size (issue 41):
     v[u_set] = rows.stacked("loss", u_set)         # (len(u_set), ...) in u_set's order
     flat, lengths = rows.flat("l", clients)        # members' values of different lengths, end to end
 
-A part holds, per key, either a (k, ...) tensor (row i is member i's value) or a list of
-k values (Python numbers, or tensors of different shapes). `as_dict()` is `map_each`'s
-answer, made from the parts: the same values, each member's tensors its own copy.
+A part holds, per key, a (k, ...) tensor (row i is member i's value), a `Shares` (the
+members' values of different lengths end to end: FastDRO's per-sample losses where a client
+holds fewer samples than the batch) or a list of k values (Python numbers, or tensors of
+different shapes). `as_dict()` is `map_each`'s answer, made from the parts: the same values,
+each member's tensors its own copy.
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ class ClientRows(Mapping):
         return cls([part for r in results for part in cls.of(r).parts])
 
     def add(self, ids: list[int], values: dict[str, Any]) -> None:
-        """One chunk's answer: its members `ids` and, per key, a (k, ...) tensor or a list of k values."""
+        """One chunk's answer: its members `ids` and, per key, a (k, ...) tensor, a `Shares`
+        of those members in that order, or a list of k values."""
+        for key, value in values.items():
+            if isinstance(value, Shares) and not np.array_equal(value.clients, np.asarray(ids, dtype=np.int64)):
+                raise ValueError(f"{key!r}: a contribution's Shares are the chunk's members in its order "
+                                 f"({list(ids)[:5]}...), got {value.clients[:5].tolist()}...")
         self.parts.append((list(ids), values))
         self._dict = None
 
@@ -62,7 +69,8 @@ class ClientRows(Mapping):
         out: dict[int, dict[str, Any]] = {}
         for ids, values in self.parts:
             for i, cid in enumerate(ids):
-                out[cid] = {key: _own(value[i]) for key, value in values.items()}
+                out[cid] = {key: _own(value.entry(i) if isinstance(value, Shares) else value[i])
+                            for key, value in values.items()}
         return out
 
     def __getitem__(self, cid: int) -> dict[str, Any]:
@@ -107,7 +115,10 @@ class ClientRows(Mapping):
         lengths: list[int] = []
         for _, values in self.parts:
             value = values[key]
-            if isinstance(value, torch.Tensor):  # (k, ...) rows of one length
+            if isinstance(value, Shares):  # already end to end
+                pieces.append(value.values.reshape(-1))
+                lengths.extend(value.lengths.tolist())
+            elif isinstance(value, torch.Tensor):  # (k, ...) rows of one length
                 k = value.shape[0]
                 width = value.numel() // k if k else 0
                 pieces.append(value.reshape(k * width))
@@ -137,11 +148,13 @@ class ClientRows(Mapping):
 
 
 class Shares(Mapping):
-    """Each client's own entry of a payload sent to all: FastDRO's weights q_i of the
-    pooled batch, cut by client. `shares[cid]` is client cid's entry (a view of `values`);
-    `cat(ids)` the entries of `ids` end to end, with a fixed number of operations. The
-    ledger counts `values` (what a dict of the entries would count); the addressing, like
-    a dict's keys, is not a value."""
+    """Each client's own entry of one vector, end to end: a payload sent to all (FastDRO's
+    weights q_i of the pooled batch, cut by client), or a batched phase's contribution whose
+    members' values differ in length (FastDRO's per-sample losses where a client holds fewer
+    samples than the batch: `Shares(cb.ids, values, lengths)`). `shares[cid]` is client cid's
+    entry (a view of `values`); `cat(ids)` the entries of `ids` end to end, with a fixed
+    number of operations. The ledger counts `values` (what a dict of the entries would
+    count), each member its own length; the addressing, like a dict's keys, is not a value."""
 
     def __init__(self, clients: list[int], values: torch.Tensor, lengths: list[int]):
         self.clients = np.asarray(clients, dtype=np.int64)
@@ -153,8 +166,15 @@ class Shares(Mapping):
                              f"{int(self.lengths.sum())}, {values.numel()} values")
 
     def __getitem__(self, cid: int) -> torch.Tensor:
-        i = int(positions(self.clients, np.asarray([cid], dtype=np.int64))[0])
+        return self.entry(int(positions(self.clients, np.asarray([cid], dtype=np.int64))[0]))
+
+    def entry(self, i: int) -> torch.Tensor:
+        """The entry of the i-th client of `clients` (a view of `values`)."""
         return self.values[int(self.starts[i]):int(self.starts[i] + self.lengths[i])]
+
+    def entries(self) -> list[torch.Tensor]:
+        """Every client's entry, in the order of `clients` (views of `values`)."""
+        return list(torch.split(self.values, self.lengths.tolist()))
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.clients.tolist())
@@ -167,9 +187,10 @@ class Shares(Mapping):
         at = positions(self.clients, np.asarray(ids, dtype=np.int64))
         return self.values.index_select(0, torch.from_numpy(ranges(self.starts[at], self.lengths[at])).to(self.values.device))
 
-    def to(self, device: torch.device | str) -> Shares:
+    def to(self, device: torch.device | str, copy: bool = False) -> Shares:
+        """The same entries with `values` on `device` (`copy`: a copy of its own even there)."""
         moved = Shares.__new__(Shares)
-        moved.__dict__.update(self.__dict__, values=self.values.to(device))
+        moved.__dict__.update(self.__dict__, values=self.values.detach().to(device, copy=copy))
         return moved
 
 
@@ -196,6 +217,10 @@ def _block(value: Any) -> torch.Tensor:
     """A part's value of one key as (k, ...) rows."""
     if isinstance(value, torch.Tensor):
         return value
+    if isinstance(value, Shares):
+        if len(set(value.lengths.tolist())) > 1:
+            raise ValueError("the members' values are of different lengths: read them with flat(), not stacked()")
+        return value.values.view(len(value), -1)
     return torch.stack([_tensor(v) for v in value])
 
 

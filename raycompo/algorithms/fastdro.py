@@ -162,7 +162,7 @@ class FastDRO(GlobalCOAlgorithm):
         rows = batch.count.long()
         if bool((rows == losses.shape[1]).all()):  # every batch full: the (k, b) losses are the rows as they are
             return {"l": losses}, states
-        return {"l": list(torch.split(losses[batch.mask.bool()], rows.tolist()))}, states  # each its own n_i
+        return {"l": Shares(cb.ids, losses[batch.mask.bool()], rows.tolist())}, states  # each its own n_i, end to end
 
     @batched_phase("grad")
     def batched_client_grad(self, cb, states, payload):

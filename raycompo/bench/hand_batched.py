@@ -25,7 +25,7 @@ import time
 import numpy as np
 import torch
 
-from raycompo.bench.timing import Timing
+from raycompo.bench.timing import Timing, settle
 from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.batched import cache_chunk
 from raycompo.errors import ConfigError
@@ -113,6 +113,7 @@ def hand_batched_seconds_per_round(cfg: RunConfig, rounds: int, warmup: int) -> 
     hand = HandBatchedFedAvg(cfg)
     for _ in range(warmup):
         hand.round_()
+    settle()
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(rounds):
         hand.round_()

@@ -69,11 +69,25 @@ def training_phases(algo_cls: type) -> list[str]:
     return sorted(p for p in algo_cls.batched_phases if p != EVALUATE)
 
 
+def _not_inherited(algo_cls: type) -> str:
+    """Where a parent class of `algo_cls` has batched phases: that they are not inherited,
+    and how to declare them (an empty string otherwise)."""
+    parent = next((k for k in algo_cls.__mro__[1:] if any(p != EVALUATE for p in getattr(k, "batched_phases", ()))), None)
+    if parent is None:
+        return ""
+    phases = training_phases(parent)
+    method = parent.batched_phases[phases[0]]
+    return (f"; batched phases are not inherited: {parent.__name__}'s ({', '.join(phases)}) run for "
+            f"{algo_cls.__name__} only where it declares them, e.g. `{method} = {parent.__name__}.{method}` "
+            f"in its class body")
+
+
 def blocker(algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None) -> str | None:
     """Why this (algorithm, settings, task) cannot train batched; None when it can. `task`
     (an instance) lets the model be checked too."""
     if not training_phases(algo_cls):
-        return f"algorithm {algo_cls.name} has no batched training phases (vectorized: {', '.join(vectorized_algorithms())})"
+        return f"algorithm {algo_cls.name} has no batched training phases{_not_inherited(algo_cls)} " \
+               f"(vectorized: {', '.join(vectorized_algorithms())})"
     why = algo_cls.cannot_batch(algo_settings) or algo_cls.cannot_batch_task(task_cls, algo_settings)
     if why:
         return why

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 
 from raycompo.algorithms.chunk_state import ChunkState, State
-from raycompo.algorithms.client_rows import ClientRows
+from raycompo.algorithms.client_rows import ClientRows, Shares
 from raycompo.algorithms.cohort import CohortBatch
 from raycompo.compression.uplink import RESIDUALS, Kept, split_residuals, with_residuals
-from raycompo.engine.ledger import MemberCosts, count_values, samples_read_many
+from raycompo.engine.ledger import MemberCosts, MemberSizes, count_values, samples_read_many
 from raycompo.problems.oracle import metering
 from raycompo.watch.per_client import EVALUATE, N_SAMPLES_KEY, n_samples
 
@@ -184,6 +184,7 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
         encoded: dict[str, list[int]] = {}
         if uplink is not None:  # the chunk's contributions compressed and clipped as one batch (engine/transforms.py)
             members = list(zip(ids, host.exchange_numbers(ids, round_)))
+            out = {key: v.entries() if isinstance(v, Shares) else v for key, v in out.items()}  # member by member there
             out, kept, encoded = uplink.apply(phase, round_, members, out, payload, residuals, batched=True)
             new_states = with_chunk_residuals(new_states, kept)
         book_chunk(host, phase, chunk, ctxs, out, new_states, reduce, result, costs, read, calls, encoded)
@@ -241,15 +242,17 @@ def book_chunk(host: Any, phase: str, chunk: list[tuple[int, int]], ctxs: list[A
         result.add(ids, moved)
 
 
-def member_sizes(out: dict[str, Any], k: int) -> dict[str, tuple[int, int]] | list[dict[str, tuple[int, int]]]:
+def member_sizes(out: dict[str, Any], k: int) -> MemberSizes | list[dict[str, tuple[int, int]]]:
     """The k members' {key: (values, bytes)} in a batched phase's output: one dict for all
-    where they share it (a (k, ...) tensor's row, a list of k Python numbers: from shapes
-    and types only, no call per member), else each member's (an item of a list of k of its
-    own size, e.g. tensors of different sizes)."""
-    rows: dict[str, tuple[int, int]] = {}
+    (a (k, ...) tensor's row, a list of k Python numbers, a `Shares`' lengths as (k,)
+    arrays: from shapes and types only, no call per member), else each member's (an item
+    of a list of k of its own size, e.g. tensors of different sizes)."""
+    rows: MemberSizes = {}
     items: dict[str, list] = {}
     for key, value in out.items():
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, Shares):  # each member its own length, read at once
+            rows[str(key)] = (value.lengths, value.lengths * value.values.element_size())
+        elif isinstance(value, torch.Tensor):
             n = value.numel() // max(k, 1)
             rows[str(key)] = (n, n * value.element_size())
         elif set(map(type, value)) <= {int, float, bool}:  # numbers: one value each
@@ -300,6 +303,8 @@ def _on_cpu(value: Any) -> Any:
     e.g. FastDRO's losses where a client holds fewer samples than a batch)."""
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu", copy=True)
+    if isinstance(value, Shares):
+        return value.to("cpu", copy=True)
     first = value[0] if isinstance(value, list) and value else None  # a chunk's members share one device
     if isinstance(first, torch.Tensor) and first.device.type != "cpu":
         return [v.detach().cpu() if isinstance(v, torch.Tensor) else v for v in value]

@@ -87,6 +87,11 @@ def samples_read_many(datas: list[Any]) -> list[int]:
         return [samples_read(d) for d in datas]
 
 
+MemberSizes = dict[str, tuple["int | np.ndarray", "int | np.ndarray"]]
+"""A batched chunk's {key: (values, bytes)} of one member's contribution: numbers shared by
+every member, or (k,) arrays where each has its own (a `Shares`' lengths)."""
+
+
 @dataclass
 class MemberCosts:
     """What a host returns besides its (pre-reduced) contributions: per member it ran,
@@ -128,13 +133,14 @@ class MemberCosts:
         self.bytes_up.append(size * mult)
 
     def add_many(self, cids: list[int], mults: list[int], samples: list[int],
-                 per_key: dict[str, tuple[int, int]] | list[dict[str, tuple[int, int]]], oracle_calls: list[int],
+                 per_key: MemberSizes | list[dict[str, tuple[int, int]]], oracle_calls: list[int],
                  encoded: dict[str, list[int]] | None = None) -> None:
         """`add` for k members at once (a batched chunk): `samples` and `oracle_calls` per
-        member (multiplicity included), `per_key` one contribution's (values, bytes) per key,
-        shared by all (or each member's), `encoded` {key: each member's bytes of that key's
-        compressed message} (replacing the key's bytes). With a shared `per_key`, a constant
-        number of Python calls whatever k."""
+        member (multiplicity included), `per_key` one contribution's (values, bytes) per key
+        (numbers shared by all or (k,) arrays, `MemberSizes`; or a list of each member's
+        dict), `encoded` {key: each member's bytes of that key's compressed message}
+        (replacing the key's bytes). Without a list, a constant number of Python calls
+        whatever k."""
         encoded = encoded or {}
         if isinstance(per_key, list):  # each member's own sizes: one by one
             for i, cid in enumerate(cids):
@@ -142,21 +148,16 @@ class MemberCosts:
                 sizes = {**per_key[i], **{key: (per_key[i][key][0], b) for key, b in mine.items()}}
                 self.add(cid, mults[i], samples[i], sizes, oracle_calls[i], mine)
             return
-        values = sum(v for v, _ in per_key.values())
-        plain = sum(b for key, (_, b) in per_key.items() if key not in encoded)
         m = np.asarray(mults, dtype=np.int64)
-        size = np.full(len(cids), plain, dtype=np.int64)
-        total = int(m.sum())
+        values = np.zeros(len(cids), dtype=np.int64)
+        size = np.zeros(len(cids), dtype=np.int64)
         for key, (v, b) in per_key.items():
-            if key in encoded:
-                e = np.asarray(encoded[key], dtype=np.int64)
-                size += e
-                b_sum = int((e * m).sum())
-            else:
-                b_sum = b * total
+            b = np.asarray(encoded[key] if key in encoded else b, dtype=np.int64)
+            values += v
+            size += b
             acc = self.by_key.setdefault(key, [0, 0])
-            acc[0] += v * total
-            acc[1] += b_sum
+            acc[0] += int((m * v).sum())
+            acc[1] += int((m * b).sum())
         if encoded:  # each member's compressed keys (a dict each: with compression only)
             keys = list(encoded)
             self.encoded.update(zip(cids, [dict(zip(keys, row)) for row in zip(*encoded.values())]))

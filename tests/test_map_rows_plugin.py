@@ -1,0 +1,123 @@
+"""A user's algorithm file that reads every member's value with `ctx.map_rows` and sends
+each member its own entry with `raycompo.Shares`, loaded as users load it (`--algo
+path.py:Class`): the same rows as its sibling written with `map_each` and a dict of
+entries, client by client and batched, inline and on Ray (docs/library.md)."""
+
+import textwrap
+
+import pandas as pd
+import pytest
+
+import raycompo
+
+# The rule is the test's own (not a paper's): members weighted by softmax(-f_i(w)) of their
+# losses at the round's model, each returning q_i w_i, the server summing them.
+PLUGIN = textwrap.dedent('''
+    import torch
+
+    import raycompo
+
+
+    class Weighted(raycompo.Algorithm):
+        name = "loss-weighted-rows"
+        Settings = raycompo.LocalSettings
+
+        def weights(self, ctx, cohort, w):
+            rows = ctx.map_rows("loss", cohort, {"w": w})
+            losses = rows.stacked("loss", cohort).reshape(len(cohort)).double()
+            assert sorted(rows) == sorted(set(cohort)) and rows.as_dict().keys() == set(cohort)
+            return torch.softmax(-losses, 0)
+
+        def send(self, cohort, q):
+            return raycompo.Shares(cohort, q, [1] * len(cohort))
+
+        def server_round(self, ctx, w, state):
+            cohort = ctx.sample(self.s.cohort_size(ctx.n_clients))
+            q = self.weights(ctx, cohort, w)
+            return ctx.map("local", cohort, {"w": w, "q": self.send(cohort, q)})["w"], state
+
+        @raycompo.client_phase("loss")
+        def client_loss(self, c, state, payload):
+            with torch.no_grad():
+                return {"loss": self.task.loss(payload["w"], c.data.batch(c.rng(0, stream=2), self.s.batch_size))}, state
+
+        @raycompo.batched_phase("loss")
+        def batched_loss(self, cb, states, payload):
+            with torch.no_grad():
+                return {"loss": cb.losses(cb.broadcast(payload["w"]), cb.batch(0, self.s.batch_size, stream=2))}, states
+
+        @raycompo.client_phase("local")
+        def client_local(self, c, state, payload):
+            w = raycompo.local_sgd(c, payload["w"], self.s.tau, self.s.lr, self.s.batch_size,
+                                   lambda w, b, t: self.loss_grad(w, b))
+            return {"w": payload["q"][c.client_id].reshape(()).to(w.dtype) * w}, state
+
+        @raycompo.batched_phase("local")
+        def batched_local(self, cb, states, payload):
+            w = cb.local_sgd(cb.broadcast(payload["w"]), self.s.tau, self.s.lr, self.s.batch_size, cb.loss_gradient())
+            q = self.entries(payload["q"], cb.ids).to(w.device, w.dtype)
+            return {"w": q.unsqueeze(1) * w}, states
+
+        def entries(self, q, ids):
+            return q.cat(ids)
+
+
+    class WeightedEach(Weighted):
+        """The same rule with map_each and a dict of entries."""
+        name = "loss-weighted-each"
+
+        def weights(self, ctx, cohort, w):
+            each = ctx.map_each("loss", cohort, {"w": w})
+            return torch.softmax(-torch.stack([each[c]["loss"].reshape(()) for c in cohort]).double(), 0)
+
+        def send(self, cohort, q):
+            return {c: q[i:i + 1] for i, c in enumerate(cohort)}
+
+        def entries(self, q, ids):
+            return torch.cat([q[i] for i in ids])
+
+        batched_loss = Weighted.batched_loss  # batched phases are declared, not inherited
+        batched_local = Weighted.batched_local
+
+
+    class Unbatched(Weighted):
+        name = "loss-weighted-unbatched"
+''')
+
+SETTINGS = {"n_clients": 12, "clients_per_round": 6, "tau": 3, "batch_size": 10}
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory):
+    path = tmp_path_factory.mktemp("user") / "weighted.py"
+    path.write_text(PLUGIN)
+    return path
+
+
+def metrics(plugin, cls, vectorize, backend="inline", **kw):
+    result = raycompo.run("synthetic", f"{plugin}:{cls}", rounds=3, settings=SETTINGS, vectorize=vectorize,
+                          backend=backend, **kw)
+    return result.metrics[[c for c in result.metrics if "loss" in c or "acc" in c]]
+
+
+@pytest.mark.parametrize("vectorize", ["off", "on"])
+def test_a_plugin_files_map_rows_equals_its_map_each(plugin, vectorize):
+    rows, each = metrics(plugin, "Weighted", vectorize), metrics(plugin, "WeightedEach", vectorize)
+    assert len(rows) == 4 and rows.notna().all().all()
+    pd.testing.assert_frame_equal(rows, each, rtol=1e-6, atol=1e-6)
+
+
+def test_a_subclass_that_does_not_declare_its_batched_phases_is_told_how(plugin):
+    with pytest.raises(raycompo.ConfigError, match=r"not inherited: Weighted's \(local, loss\) .*"
+                       r"`batched_local = Weighted.batched_local`"):
+        metrics(plugin, "Unbatched", "on")
+    # auto: trained client by client (its evaluation still batched), the rows of "off"
+    pd.testing.assert_frame_equal(metrics(plugin, "Unbatched", "auto"), metrics(plugin, "Weighted", "off"),
+                                  rtol=1e-6, atol=1e-6)
+
+
+def test_a_plugin_files_batched_rows_equal_per_client_and_ray(plugin, ray_session):
+    off, on = metrics(plugin, "Weighted", "off"), metrics(plugin, "Weighted", "on")
+    pd.testing.assert_frame_equal(on, off, rtol=1e-5, atol=1e-6)
+    remote = metrics(plugin, "Weighted", "on", backend="ray", clients_per_actor=6, cpus_per_actor=0.5)
+    pd.testing.assert_frame_equal(remote, on, rtol=1e-6, atol=1e-6)
