@@ -116,6 +116,22 @@ def test_a_chunks_shares_answer_reads_and_counts_as_its_list_of_tensors():
     ragged, shared = costs(as_shares.parts[0][1]), costs(as_list.parts[0][1])
     assert (ragged.values_up, ragged.bytes_up, ragged.by_key) == (shared.values_up, shared.bytes_up, shared.by_key)
     assert ragged.values_up == [5, 6, 4] and ragged.by_key["l"] == [11, 44]  # member 2 twice: 2 x 2 values
+    # beside a list of tensors of their own shapes (counted member by member): each member its own length
+    both = costs({**as_shares.parts[0][1], "x": [torch.zeros(1), torch.zeros(2, 2), torch.zeros(0)]})
+    assert both.values_up == [6, 14, 4] and all(type(v) is int for v in both.values_up + both.bytes_up)
+    assert both.by_key["l"] == [11, 44]
+
+
+def test_a_population_cuts_a_chunks_shares_into_its_trials_rows():
+    values, lengths, clients = torch.arange(10.0), [4, 2, 3, 1], [6, 2, 8, 5]
+    shares = Shares(clients, values, lengths)
+    split = dict(zip(clients, torch.split(values, lengths)))
+    for at in (slice(0, 2), slice(2, 4), slice(1, 3), slice(4, 4)):
+        part = shares.rows(at)
+        assert list(part) == clients[at] and part.lengths.tolist() == lengths[at]
+        for cid in clients[at]:
+            assert torch.equal(part[cid], split[cid])
+    assert ClientRows([(clients[2:], {"l": shares.rows(slice(2, 4))})]).flat("l")[1] == [3, 1]
 
 
 @pytest.mark.parametrize("vectorize", ["on", "off"])

@@ -172,6 +172,15 @@ class Shares(Mapping):
         """The entry of the i-th client of `clients` (a view of `values`)."""
         return self.values[int(self.starts[i]):int(self.starts[i] + self.lengths[i])]
 
+    def rows(self, at: slice) -> Shares:
+        """The clients of positions `at` (a slice of `clients`) and their entries: a
+        population's chunk cut into its trials' rows."""
+        lo, hi, _ = at.indices(len(self.clients))
+        hi = max(lo, hi)
+        start = int(self.starts[lo]) if lo < len(self.clients) else int(self.lengths.sum())
+        stop = start + int(self.lengths[lo:hi].sum())
+        return Shares(self.clients[lo:hi].tolist(), self.values[start:stop], self.lengths[lo:hi].tolist())
+
     def entries(self) -> list[torch.Tensor]:
         """Every client's entry, in the order of `clients` (views of `values`)."""
         return list(torch.split(self.values, self.lengths.tolist()))
@@ -220,7 +229,7 @@ def _block(value: Any) -> torch.Tensor:
     if isinstance(value, Shares):
         if len(set(value.lengths.tolist())) > 1:
             raise ValueError("the members' values are of different lengths: read them with flat(), not stacked()")
-        return value.values.view(len(value), -1)
+        return value.values.view(len(value), int(value.lengths[0]) if len(value) else 0)
     return torch.stack([_tensor(v) for v in value])
 
 

@@ -21,8 +21,8 @@ def settle() -> None:
     that makes its data in parallel in its first round (synthetic clients: numpy products
     on every core) leaves those threads spin-waiting for about 0.1 s. That spinning is CPU
     time of this process: it inflated `--cpu-time` figures of the rounds that followed
-    (inline vec FedAvg on logistic-784 at m = 100: 57 ms per round instead of 29, while the
-    wall clock read 30 ms)."""
+    (inline vec FedAvg on logistic-784 at m = 100: 54.7 ms per round instead of 31.7;
+    docs/benchmarks.md)."""
     time.sleep(SETTLE_SECONDS)
 
 

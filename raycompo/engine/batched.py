@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from raycompo.algorithms.chunk_state import ChunkState, State
@@ -261,7 +262,13 @@ def member_sizes(out: dict[str, Any], k: int) -> MemberSizes | list[dict[str, tu
             items[str(key)] = value
     if not items:
         return rows
-    return [{**rows, **{key: count_values(value[i]) for key, value in items.items()}} for i in range(k)]
+    return [{**{key: _of_member(sizes, i) for key, sizes in rows.items()},
+             **{key: count_values(value[i]) for key, value in items.items()}} for i in range(k)]
+
+
+def _of_member(sizes: tuple[Any, Any], i: int) -> tuple[int, int]:
+    """Member i's (values, bytes) of a key's `MemberSizes` entry (numbers, or (k,) arrays)."""
+    return tuple(int(x[i]) if isinstance(x, np.ndarray) else x for x in sizes)  # type: ignore[return-value]
 
 
 SUM_BLOCK_BYTES = 1 << 20
@@ -274,6 +281,9 @@ def _weighted_sum(value: torch.Tensor | list[float], mults: list[int], acc: Any)
     one client after the other in float64 (the same float); a (k, ...) tensor in float64,
     a block of rows at a time (a block's float64 copy, never the whole), on its device,
     then moved to the CPU once."""
+    if isinstance(value, Shares):
+        raise TypeError("a batched phase's Shares (members' values of different lengths) is read with "
+                        "ctx.map_rows or ctx.map_each, not summed by ctx.map")
     if isinstance(value, list):
         for m, v in zip(mults, value):
             acc = float(m) * float(v) if acc is None else acc + float(m) * float(v)

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from raycompo.algorithms.client_rows import ClientRows
+from raycompo.algorithms.client_rows import ClientRows, Shares
 from raycompo.algorithms.cohort import CohortBatch, TrialValues
 from raycompo.engine.batched import book_chunk, clients_per_chunk, gather_bytes
 from raycompo.engine.host import Host, to_device
@@ -297,7 +297,7 @@ def run_chunk(hosts: list[Host], requests: list[Request], parts: list[tuple], pa
     for t, chunk, part_ctxs, _, _ in parts:
         rows = slice(at, at + len(chunk))
         at += len(chunk)
-        mine = {key: value[rows] for key, value in out.items()}
+        mine = {key: value.rows(rows) if isinstance(value, Shares) else value[rows] for key, value in out.items()}
         book_chunk(hosts[t], phase, chunk, part_ctxs, mine, list(new_states[rows]), requests[t].reduce, results[t],
                    costs[t], read[rows], calls[rows], {})
 
