@@ -20,25 +20,25 @@ from raycompo.engine.federation import Federation
 from raycompo.errors import ConfigError
 
 
-def small(algo: str = "fedavg", vectorize: str = "on"):
-    """logistic-784 at m = 6 clients (50-1000 samples each: all hold a batch of 32), drawn as
-    the hand-written round draws them (`randperm`)."""
-    return cohort.config("logistic-784", algo, 6, "inline", vectorize, sampler="randperm")
+def small(algo: str = "fedavg", vectorize: str = "on", sampler: str = "randperm"):
+    """logistic-784 at m = 6 clients (50-1000 samples each: all hold a batch of 32)."""
+    return cohort.config("logistic-784", algo, 6, "inline", vectorize, sampler=sampler)
 
 
-def test_it_ends_at_the_models_of_both_raycompo_paths():
+@pytest.mark.parametrize("sampler", ["randperm", "keyed"])
+def test_it_ends_at_the_models_of_both_raycompo_paths(sampler):
     """Three rounds from w_0: the per-client round and the vectorized one each agree with the
-    hand-written round to float32 rounding (the draws are the same; different draws would
-    differ by far more, checked with another seed)."""
-    hand = HandBatchedFedAvg(small())
-    vec, per_client = Federation(small()), Federation(small(vectorize="off"))
+    hand-written round to float32 rounding (the draws are the same, with either sampler;
+    different draws would differ by far more, checked with another seed)."""
+    hand = HandBatchedFedAvg(small(sampler=sampler))
+    vec, per_client = Federation(small(sampler=sampler)), Federation(small(vectorize="off", sampler=sampler))
     for _ in range(3):
         hand.round_()
         vec.run_rounds(1)
         per_client.run_rounds(1)
         assert relative_difference(hand.w, vec.w) < 1e-5
         assert relative_difference(hand.w, per_client.w) < 1e-5
-    other = HandBatchedFedAvg(dataclasses.replace(small(), seed=small().seed + 1))
+    other = HandBatchedFedAvg(dataclasses.replace(small(sampler=sampler), seed=small().seed + 1))
     for _ in range(3):
         other.round_()
     assert relative_difference(other.w, vec.w) > 1e-3

@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     for workload in args.workloads:
         for algo in args.algos:
             for m in args.m:
-                cfg = config(workload, algo, m, "inline", "off")
+                cfg = config(workload, algo, m, "inline", "off", sampler=args.sampler)  # the hand columns' draws too
                 flop_floor = round_flops(cfg) / rate
                 shapes = round_shapes(cfg)
                 times: dict[str, list[float]] = {c: [] for c in COLUMNS}

@@ -2,10 +2,11 @@
 attainable figure that `python -m raycompo.bench cohort` prints beside raycompo's own
 vectorized round ('hand batched').
 
-It makes raycompo's exact seeded draws (client i's indices of local step t are
-`randperm(n_i)[:b]` from the generator seeded by (seed, CLIENT, i, round, t, 0), as
-`ClientData.batch(c.rng(t), b)` draws them) and runs the same maths as the vectorized
-round, written directly in torch with nothing around it:
+It makes raycompo's exact seeded draws (client i's indices of local step t drawn with the
+seed of the generator of (seed, CLIENT, i, round, t, 0), as `ClientData.batch(c.rng(t), b)`
+draws them: with the run's sampler, the keyed b smallest hashes of every client at once,
+`keyed_indices`, or `randperm(n_i)[:b]` client by client) and runs the same maths as the
+vectorized round, written directly in torch with nothing around it:
 
 * the cohort's inputs concatenated once (N, d), so each step's batch is one gather;
 * the clients in nearly equal tiles whose one step fits the cache, as the engine cuts its
@@ -29,6 +30,7 @@ from raycompo.bench.timing import Timing, settle
 from raycompo.configuration.config import RunConfig, resolve
 from raycompo.engine.batched import cache_chunk
 from raycompo.errors import ConfigError
+from raycompo.keyed import keyed_indices
 from raycompo.seeding import CLIENT, fold, fold_many
 
 
@@ -56,6 +58,7 @@ class HandBatchedFedAvg:
             raise ConfigError(f"the hand-written batched round needs every client to hold at least batch_size = "
                               f"{b} samples (no padding); the smallest holds {min(self.sizes)}")
         self.seed = cfg.seed
+        self.keyed = cfg.sampler == "keyed"
         self.x = torch.cat([c.x.flatten(1) for c in clients])  # (N, d): each step's batch is one gather
         self.y = torch.cat([c.y for c in clients])
         self.offsets = torch.tensor(np.cumsum([0] + self.sizes[:-1]), dtype=torch.int64).unsqueeze(1)  # (m, 1)
@@ -71,10 +74,12 @@ class HandBatchedFedAvg:
     def draws(self, step: int) -> torch.Tensor:
         """(m, b): every client's drawn rows of the concatenated data at local step `step`."""
         prefixes = fold_many(np.full(len(self.ids), fold(0, self.seed, CLIENT), dtype=np.uint64), self.ids, self.round)
-        seeds = (fold_many(prefixes, step, 0) >> np.uint64(1)).tolist()
+        seeds = fold_many(prefixes, step, 0) >> np.uint64(1)  # each generator's seed
+        if self.keyed:
+            return keyed_indices(torch.from_numpy(seeds.view(np.int64)), self.sizes, self.s.batch_size) + self.offsets
         g, b = self._gen, self.s.batch_size
         picks = []
-        for n, seed in zip(self.sizes, seeds):
+        for n, seed in zip(self.sizes, seeds.tolist()):
             g.manual_seed(seed)
             picks.append(torch.randperm(n, generator=g)[:b])
         return torch.stack(picks) + self.offsets
