@@ -82,6 +82,18 @@ PLUGIN = textwrap.dedent('''
 
     class Unbatched(Weighted):
         name = "loss-weighted-unbatched"
+
+
+    class OwnLocal(Weighted):
+        name = "loss-weighted-own-local"
+
+        @raycompo.client_phase("local")
+        def client_local(self, c, state, payload):
+            return Weighted.client_local(self, c, state, payload)
+
+        @raycompo.client_phase("loss")
+        def client_loss(self, c, state, payload):
+            return Weighted.client_loss(self, c, state, payload)
 ''')
 
 SETTINGS = {"n_clients": 12, "clients_per_round": 6, "tau": 3, "batch_size": 10}
@@ -108,9 +120,12 @@ def test_a_plugin_files_map_rows_equals_its_map_each(plugin, vectorize):
 
 
 def test_a_subclass_that_does_not_declare_its_batched_phases_is_told_how(plugin):
-    with pytest.raises(raycompo.ConfigError, match=r"not inherited: Weighted's \(local, loss\) .*"
-                       r"`batched_local = Weighted.batched_local`"):
+    with pytest.raises(raycompo.ConfigError, match=r"not inherited: where Unbatched's phases local, loss compute "
+                       r"what Weighted's do, .*`batched_local = Weighted.batched_local`"):
         metrics(plugin, "Unbatched", "on")
+    with pytest.raises(raycompo.ConfigError) as own:  # a client phase of its own: nothing to copy
+        metrics(plugin, "OwnLocal", "on")
+    assert "has no batched training phases (vectorized:" in str(own.value) and "Weighted" not in str(own.value)
     # auto: trained client by client (its evaluation still batched), the rows of "off"
     pd.testing.assert_frame_equal(metrics(plugin, "Unbatched", "auto"), metrics(plugin, "Weighted", "off"),
                                   rtol=1e-6, atol=1e-6)

@@ -70,16 +70,23 @@ def training_phases(algo_cls: type) -> list[str]:
 
 
 def _not_inherited(algo_cls: type) -> str:
-    """Where a parent class of `algo_cls` has batched phases: that they are not inherited,
-    and how to declare them (an empty string otherwise)."""
+    """For a user's subclass of an algorithm with batched phases: that they are not
+    inherited, and how to declare the parent's where the subclass keeps the parent's client
+    phase (the same method); an empty string otherwise (a built-in algorithm's missing
+    batched form is by design: its phases compute something else)."""
+    if algo_cls.__module__.startswith("raycompo."):
+        return ""
     parent = next((k for k in algo_cls.__mro__[1:] if any(p != EVALUATE for p in getattr(k, "batched_phases", ()))), None)
     if parent is None:
         return ""
-    phases = training_phases(parent)
-    method = parent.batched_phases[phases[0]]
-    return (f"; batched phases are not inherited: {parent.__name__}'s ({', '.join(phases)}) run for "
-            f"{algo_cls.__name__} only where it declares them, e.g. `{method} = {parent.__name__}.{method}` "
-            f"in its class body")
+    kept = [p for p in training_phases(parent)
+            if p in algo_cls.phases and getattr(algo_cls, algo_cls.phases[p]) is getattr(parent, parent.phases.get(p, ""), None)]
+    if not kept:
+        return ""
+    method = parent.batched_phases[kept[0]]
+    return (f"; batched phases are not inherited: where {algo_cls.__name__}'s phases {', '.join(kept)} compute what "
+            f"{parent.__name__}'s do, declare {parent.__name__}'s batched forms in its class body "
+            f"(`{method} = {parent.__name__}.{method}`)")
 
 
 def blocker(algo_cls: type, algo_settings: Any, task_cls: type, task: Any = None) -> str | None:
