@@ -204,10 +204,12 @@ def kill_once_checkpointed(args: list[str], folder: Path, running: int, every: i
 
 def kill_all(pid: int) -> None:
     """SIGKILL the process group of `pid` and every descendant of `pid` (whatever its group),
-    then wait until they are all gone (at most 60 s)."""
+    then wait until they are all gone (at most 60 s). The group is stopped first (SIGSTOP), so
+    that its raylet starts no worker between the listing and the kill."""
     import ray  # noqa: F401, I001  (puts its bundled psutil on sys.path, as engine/host.py does)
     import psutil
 
+    os.killpg(pid, signal.SIGSTOP)
     try:
         tree = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:

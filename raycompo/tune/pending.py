@@ -27,14 +27,20 @@ from contextlib import contextmanager
 ENV = "TUNE_MAX_PENDING_TRIALS_PG"
 
 
-def trials_at_once(bundles: list[dict[str, float]], resources: dict[str, float]) -> int:
-    """How many placement groups of `bundles` (one trial's) the cluster's `resources` hold
-    together: the fewest over the resources a trial needs; at least 1 (a trial that does
-    not fit is refused before, `sweep.check_resources`)."""
+def trial_needs(bundles: list[dict[str, float]]) -> dict[str, float]:
+    """What one trial's placement group of `bundles` needs in all, by resource."""
     need: dict[str, float] = {}
     for bundle in bundles:
         for key, value in bundle.items():
             need[key] = need.get(key, 0.0) + float(value)
+    return need
+
+
+def trials_at_once(bundles: list[dict[str, float]], resources: dict[str, float]) -> int:
+    """How many placement groups of `bundles` (one trial's) the cluster's `resources` hold
+    together: the fewest over the resources a trial needs; at least 1 (a trial that does
+    not fit is refused before, `sweep.check_resources`)."""
+    need = trial_needs(bundles)
     fits = [math.floor(resources.get(key, 0.0) / value + 1e-9) for key, value in need.items() if value > 0]
     return max(1, min(fits)) if fits else 1
 

@@ -49,7 +49,7 @@ from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
 from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
 from raycompo.tune.member_asha import earlier_rewards, start_rungs, stop_rungs
-from raycompo.tune.pending import pending_trials, trials_at_once
+from raycompo.tune.pending import pending_trials, trial_needs, trials_at_once
 from raycompo.tune.population import (
     auto_population,
     check_population,
@@ -368,10 +368,7 @@ def check_resources(space: Space, meta: dict[str, Any]) -> None:
     opts = meta["options"]
     first = meta["algorithms"][0]
     n = resolve(space.run_config(first, space.grid(first)[0], full=opts["full"], data_dir=opts["data_dir"])).n_clients
-    need: dict[str, float] = {}
-    for b in trial_bundles(meta, n):
-        for k, v in b.items():
-            need[k] = need.get(k, 0.0) + v
+    need = trial_needs(trial_bundles(meta, n))
     have = ray.cluster_resources()
     for k, v in need.items():
         if v > have.get(k, 0.0) + 1e-9:
@@ -659,8 +656,9 @@ def _fit(space: Space, meta: dict[str, Any], store: SweepStore, todo: dict[str, 
     # with max_concurrent, Tune keeps that many pending (its ConcurrencyLimiter); else as
     # many as the cluster runs at once, so that their actors start together (tune/pending.py)
     try:
-        at_once = max_concurrent or trials_at_once(trial_bundles(meta, n_clients), ray.cluster_resources())
-        with pending_trials(min(at_once, total)) if not max_concurrent else contextlib.nullcontext():
+        pending = contextlib.nullcontext() if max_concurrent else \
+            pending_trials(min(trials_at_once(trial_bundles(meta, n_clients), ray.cluster_resources()), total))
+        with pending:
             grid = tuner.fit()
     finally:
         if progress is not None:
