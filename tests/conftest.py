@@ -32,9 +32,7 @@ def pytest_collection_modifyitems(config, items):
 def ray_session():
     import ray
 
-    from raycompo.engine.ray_start import ensure_ray
-
-    # raycompo's own start: a private Ray whose sockets are all on loopback
-    ensure_ray(num_cpus=2, include_dashboard=False, namespace="raycompo-tests", quiet=True)
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, namespace="raycompo-tests", log_to_driver=False)
     yield ray
     ray.shutdown()
