@@ -32,7 +32,10 @@ def pytest_collection_modifyitems(config, items):
 def ray_session():
     import ray
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, namespace="raycompo-tests", log_to_driver=False)
+    from raycompo.engine.ray_start import ensure_ray
+
+    # raycompo's own start: a private Ray whose sockets are all on loopback (a process that
+    # joins it with --address, as a user's second terminal would, keeps to loopback too)
+    ensure_ray(num_cpus=2, include_dashboard=False, namespace="raycompo-tests", quiet=True)
     yield ray
     ray.shutdown()

@@ -271,9 +271,6 @@ class Workspace:
             "RAY_DEDUP_LOGS": "0",
             "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
             "RAY_USAGE_STATS_ENABLED": "0",
-            # Ray's single-machine switch: a driver joining the loopback-only instance keeps
-            # 127.0.0.1 (else ray.init rewrites it to the machine's outside address)
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
             "MPLBACKEND": "Agg",
             "RAYCOMPO_PROGRESS": "lines",
             "WANDB_SILENT": "true",

@@ -320,6 +320,42 @@ def test_no_address_starts_a_private_local_ray_on_loopback(monkeypatch):
     assert ray_constants.ENABLE_RAY_CLUSTER == flag  # restored
 
 
+@pytest.mark.parametrize("address, loopback", [("127.0.0.1:6379", True), ("localhost:6379", True),
+                                               ("[::1]:6379", True), ("10.1.2.3:6379", False),
+                                               ("head.example:6379", False)])
+def test_joining_a_loopback_cluster_keeps_this_driver_on_loopback(monkeypatch, address, loopback):
+    """A second process joining raycompo's own Ray (loopback only) with --address: its
+    node IP stays 127.0.0.1 (Ray would rewrite it to the machine's outside address, where
+    the cluster cannot reach it, and ray.init then waits for minutes); other addresses are
+    joined as Ray resolves them."""
+    import ray
+    from ray._private import ray_constants
+
+    seen = {}
+
+    def fake_init(**kwargs):
+        seen.update(kwargs, flag=ray_constants.ENABLE_RAY_CLUSTER, env=os.environ.get(ray_start.LOCAL_ONLY_ENV))
+        raise _Stop
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    monkeypatch.setattr(ray_start, "wait_for_address", lambda address, timeout_s: None)
+    monkeypatch.delenv(ray_start.LOCAL_ONLY_ENV, raising=False)
+    flag = ray_constants.ENABLE_RAY_CLUSTER
+    old_term = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(_Stop):
+            ray_start.ensure_ray(address)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+    assert seen["address"] == address
+    if loopback:
+        assert seen["_node_ip_address"] == "127.0.0.1" and seen["flag"] is False and seen["env"] == "0"
+    else:
+        assert "_node_ip_address" not in seen and seen["flag"] == flag and seen["env"] is None
+    assert ray_constants.ENABLE_RAY_CLUSTER == flag and ray_start.LOCAL_ONLY_ENV not in os.environ  # restored
+
+
 def test_reproduce_starts_ray_through_ensure_ray(monkeypatch, tmp_path):
     import ray
 

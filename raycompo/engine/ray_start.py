@@ -23,6 +23,8 @@ From the first wait on Ray on, SIGTERM raises `signals.Interrupted` in the main 
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import signal
 import socket
@@ -136,8 +138,14 @@ def ensure_ray(address: str | None = None, include_dashboard: bool | None = None
     _sigterm_interrupts()
     if address:
         wait_for_address(address, timeout_s)
+        if _is_loopback(_resolve(address)):
+            # a cluster on loopback only (raycompo's own, or `ray start --node-ip-address
+            # 127.0.0.1`): this driver's sockets must be there too, or the cluster's
+            # processes cannot reach them and ray.init waits for minutes
+            logs["_node_ip_address"] = "127.0.0.1"
         try:
-            _init(ray, address=address, namespace=namespace, **logs)
+            with _loopback_kept(logs.get("_node_ip_address") is not None):
+                _init(ray, address=address, namespace=namespace, **logs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ConfigError(f"could not join the Ray cluster at --address {address}: {exc}") from None
         return
@@ -147,6 +155,31 @@ def ensure_ray(address: str | None = None, include_dashboard: bool | None = None
 
 def _start_local(ray, **kwargs) -> None:
     """A fresh Ray on this machine only (never one that `ray start` left running)."""
+    with _loopback_kept(), dashboard_start.in_background():  # the raylet and the run's actors do not wait for it
+        _init(ray, address="local", dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1", **kwargs)
+    shown = dashboard_start.url() is not None  # ray.init printed it: the dashboard was up first
+    if not shown and kwargs.get("log_to_driver", True) and kwargs.get("include_dashboard") is not False:
+        threading.Thread(target=_announce_dashboard, name="raycompo-dashboard-url", daemon=True).start()
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether a 'host:port' address names this machine's loopback interface."""
+    parts = _split(address)
+    if parts is None:
+        return False
+    try:
+        return ipaddress.ip_address(parts[0]).is_loopback
+    except ValueError:
+        return parts[0] == "localhost"
+
+
+@contextlib.contextmanager
+def _loopback_kept(on: bool = True):
+    """While Ray starts or joins: a `_node_ip_address` on loopback stays there (Ray's
+    single-machine switch, off otherwise on Linux: see the module's docstring)."""
+    if not on:
+        yield
+        return
     from ray._private import ray_constants
 
     saved_flag = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
@@ -154,11 +187,7 @@ def _start_local(ray, **kwargs) -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address in this process
     os.environ[LOCAL_ONLY_ENV] = "0"  # and in the processes Ray starts (ray_constants reads it at import)
     try:
-        with dashboard_start.in_background():  # the raylet and the run's actors do not wait for it
-            _init(ray, address="local", dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1", **kwargs)
-        shown = dashboard_start.url() is not None  # ray.init printed it: the dashboard was up first
-        if not shown and kwargs.get("log_to_driver", True) and kwargs.get("include_dashboard") is not False:
-            threading.Thread(target=_announce_dashboard, name="raycompo-dashboard-url", daemon=True).start()
+        yield
     finally:
         if saved_flag is not None:
             ray_constants.ENABLE_RAY_CLUSTER = saved_flag
