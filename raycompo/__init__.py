@@ -31,7 +31,7 @@ above it in this list, never from a sibling: `a | b` share a layer and must not 
 other. Every import counts: inside a function, by a name (importlib) or through this facade
 (checked in CI by `lint-imports` and tests/test_layers.py, see docs/architecture.md):
 
-  errors | runfolder.atomic
+  errors | runfolder.atomic | runfolder.failure
                        user-facing errors; writing a file atomically (a temp file renamed over it)
   costs.exchange       the cost record of an exchange; the one list of the cost columns
   watch.per_client     one evaluation's per-client values and their spread over clients

@@ -22,7 +22,9 @@ spellings work whatever was imported first.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import shutil
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -215,7 +217,10 @@ def run(
         torch.set_num_threads(a["threads"])
     cfg = _run_config(a)
     if seeds is not None:
-        return _run_seeds(cfg, list(a["seeds"]), out=out, overwrite=overwrite, checkpoint_every=a["checkpoint_every"],
+        if a["seed"] != 0:
+            raise ConfigError(f"raycompo.run: seed={a['seed']} and seeds= both given; seeds= names every seed "
+                              f"(e.g. seeds=[{a['seed']}, ...]), so leave seed out")
+        return _run_seeds(cfg, [int(s) for s in a["seeds"]], out=out, overwrite=overwrite, checkpoint_every=a["checkpoint_every"],
                           max_failures=a["max_failures"], on_row=on_row, progress=progress, tracker=tracker,
                           observers=observers)
     return _run(cfg, out=out, overwrite=overwrite, resume=False, address=address, dashboard=dashboard,
@@ -339,17 +344,21 @@ def _run(cfg, *, out, overwrite, resume, address, dashboard, checkpoint_every, m
 
 def _run_seeds(cfg, seeds, *, out, overwrite, checkpoint_every, max_failures, on_row, progress, tracker, observers):
     """`run(..., seeds=...)`: the seeds' runs as one population (engine/population.py)."""
-    import dataclasses
-
     from raycompo.runfolder.results import population_folders
 
     if cfg.backend != "inline":
         raise ConfigError(f"seeds= runs the seeds as one population in this process: it needs backend='inline', "
                           f"not {cfg.backend!r} (each seed's rows are those of backend 'ray' to 1e-6)")
     _check_population_watch(progress, tracker)
-    if out is not None and not overwrite and population_folders(out):
-        raise ConfigError(f"{out} already holds a population of seeds ({', '.join(p.name for p in population_folders(out).values())}); "
+    if out is not None and (Path(out) / "config.json").exists():
+        raise ConfigError(f"{out} holds a single run (its config.json): a population of seeds writes its runs to "
+                          f"seed-<s> folders of a folder of its own; choose another out")
+    held = population_folders(out) if out is not None else {}
+    if held and not overwrite:
+        raise ConfigError(f"{out} already holds a population of seeds ({', '.join(p.name for p in held.values())}); "
                           f"continue it with raycompo.resume({str(out)!r}), pass overwrite=True, or choose another out")
+    for s in sorted(set(held) - set(seeds)):  # overwrite: the population replaced whole, no seed of the old one left
+        shutil.rmtree(held[s])
     members = {s: (dataclasses.replace(cfg, seed=s), None if out is None else str(Path(out) / f"seed-{s}")) for s in seeds}
     results = _as_population(members, on_row, overwrite=overwrite, checkpoint_every=checkpoint_every,
                              max_failures=max_failures, observers=observers)
@@ -397,11 +406,17 @@ def _resume_seeds(folders: dict[int, Path], *, rounds, task, algo, checkpoint_ev
     _check_population_watch(progress, tracker)
     results: dict[int, Any] = {}
     members: dict[int, tuple[Any, str | None]] = {}
+    configs = {s: _resumed_config(folder, rounds, task, algo) for s, folder in folders.items()}
+    first = min(configs)
     for s, folder in folders.items():
-        cfg = _resumed_config(folder, rounds, task, algo)
+        cfg = configs[s]
         if cfg.seed != s:  # a finished run too: its result is returned as seed s's
             raise ConfigError(f"raycompo.resume: {folder} holds the run of seed {cfg.seed}, not of seed {s}; "
                               "nothing was resumed. Put each seed's run back in its folder seed-<s>")
+        if dataclasses.replace(cfg, seed=0) != dataclasses.replace(configs[first], seed=0):
+            raise ConfigError(f"raycompo.resume: {folder} is not a seed of the configuration of {folders[first]} "
+                              f"(they differ in more than the seed); nothing was resumed. A population of seeds is "
+                              f"one configuration: move that run to a folder of its own")
         done = finished(folder, cfg.rounds, cfg.budget)
         if done is not None:  # completed, no more rounds asked for: its result
             results[s] = RunResult("completed", read_rows(folder, cfg.rounds), done, str(folder))

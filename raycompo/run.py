@@ -281,11 +281,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted{_resume_hint(out)}", file=sys.stderr)
         return code
     except Exception as exc:  # a failure the run could not recover from
-        from raycompo.runfolder.results import plain
+        from pathlib import Path
 
-        text = plain(str(exc)).strip()
-        line = text.splitlines()[0] if text else ""
-        print(f"run failed: {type(exc).__name__}: {line}{_resume_hint(out)}", file=sys.stderr)
+        from raycompo.runfolder.failure import ERROR_FILE, root_error, traceback_text, user_frames
+        from raycompo.runfolder.results import error_line
+
+        print(f"run failed: {type(root_error(exc)).__name__}: {error_line(exc)}{_resume_hint(out)}", file=sys.stderr)
+        for frame in user_frames(traceback_text(exc)):  # where in the user's own code (a plugin's file)
+            print(f"  at {frame}", file=sys.stderr)
+        if out and (Path(out) / ERROR_FILE).exists():
+            print(f"  the whole traceback: {Path(out) / ERROR_FILE}", file=sys.stderr)
         return EXIT_FAILED
     return _report(result, cfg, metric, out)
 

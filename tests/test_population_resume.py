@@ -96,6 +96,40 @@ def test_a_finished_population_whose_seed_folders_were_swapped_is_refused(tmp_pa
         raycompo.resume(tmp_path)
 
 
+def test_overwrite_replaces_the_whole_population_and_resume_refuses_mixed_configurations(tmp_path):
+    """overwrite=True with fewer seeds left the old seed-2 beside the new ones, and resume then
+    ran it with them as one population (a seed of another lr)."""
+    small = dict(KW, rounds=2)
+    raycompo.run("synthetic", "fedavg", seeds=[0, 1, 2], out=tmp_path, **small)
+    raycompo.run("synthetic", "fedavg", seeds=[0, 1], out=tmp_path, overwrite=True,
+                 **dict(small, settings={**SMALL, "lr": 0.1}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seed-0", "seed-1"]
+    assert [r.config["settings"]["lr"] for r in raycompo.resume(tmp_path)] == [0.1, 0.1]
+
+    shutil.copytree(tmp_path / "seed-1", tmp_path / "seed-5")  # a seed of another configuration, put there by hand
+    moved = tmp_path / "seed-5" / "config.json"
+    moved.write_text(moved.read_text().replace('"seed": 1', '"seed": 5').replace('"lr": 0.1', '"lr": 0.2'))
+    with pytest.raises(ConfigError, match=r"seed-5 is not a seed of the configuration of .*seed-0 \(they differ"):
+        raycompo.resume(tmp_path, rounds=3)
+
+
+def test_seeds_refuse_a_single_runs_folder_and_a_seed_beside_them(tmp_path):
+    raycompo.run("synthetic", "fedavg", out=tmp_path / "one", **dict(KW, rounds=1))
+    before = sorted(p.name for p in (tmp_path / "one").iterdir())
+    with pytest.raises(ConfigError, match="holds a single run .*choose another out"):
+        raycompo.run("synthetic", "fedavg", seeds=[0, 1], out=tmp_path / "one", **dict(KW, rounds=1))
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == before
+    with pytest.raises(ConfigError, match=r"seed=3 and seeds= both given"):
+        raycompo.run("synthetic", "fedavg", seed=3, seeds=[0, 1], **dict(KW, rounds=1))
+
+
+def test_seeds_may_be_a_numpy_array_and_come_back_as_ints():
+    import numpy as np
+
+    results = raycompo.run("synthetic", "fedavg", seeds=np.arange(2), **dict(KW, rounds=1))
+    assert [r.config["seed"] for r in results] == [0, 1] and all(type(r.config["seed"]) is int for r in results)
+
+
 def config(aggregation: str, seed: int = 0, **settings) -> RunConfig:
     return RunConfig(task="synthetic", algo="fedavg", rounds=4, seed=seed, backend="inline", vectorize="on",
                      eval_clients=6, settings={**SMALL, **settings}, system="mobile", aggregation=aggregation)

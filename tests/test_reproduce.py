@@ -181,6 +181,21 @@ def test_close_fails_when_one_side_diverged_in_every_seed():
     assert ok is None  # failed (not diverged): nothing measured, nothing judged
 
 
+@pytest.mark.parametrize("a, b, note", [([0.9], [0.8], " (one seed: no 95% CI)"),
+                                        ([0.90, 0.91, 0.90, 0.91], [0.80, 0.81, 0.80, 0.81], ""),
+                                        ([0.90, 0.96], [0.80, 0.92], " (95% CIs overlap)")])
+def test_better_says_whether_the_cis_overlap_or_that_one_seed_has_none(a, b, note):
+    """With one seed there is no interval: it said "(95% CIs overlap)"."""
+    from raycompo.reproduce.report import Outcome, evaluate
+    from raycompo.reproduce.spec import Better
+
+    def ran(label, acc):
+        return Outcome(label, n=len(acc), curves=[pd.DataFrame({"round": [1]})] * len(acc), finals={"val_acc": acc})
+
+    ok, text = evaluate(Better("val_acc", "a", ("b",)), {"a": ran("a", a), "b": ran("b", b)})
+    assert ok is True and text.endswith(" holds" + note), text
+
+
 @pytest.mark.slow
 def test_population_runs_each_variants_seeds_together_with_the_rows_of_each_seed_alone(tmp_path):
     """--population (issue 42): a variant's seeds as one population; every run's metrics.csv

@@ -202,6 +202,50 @@ def test_diverging_trial_is_recorded_and_sweep_goes_on_ray_backend(tmp_path, ray
     assert best["settings"]["lr"] == 0.01 and best["diverged"] == 1
 
 
+def test_a_sweep_whose_trials_fail_exits_1_and_says_so(tmp_path, ray_session, capsys):
+    """It ran to its end: not "interrupted" (130, which the help keeps for Ctrl-C), but 1,
+    with the count of failed trials and the command that runs them again."""
+    plugin = tmp_path / "broken.py"
+    plugin.write_text(textwrap.dedent("""
+        from raycompo.algorithms.fedavg import FedAvg
+
+
+        class Broken(FedAvg):
+            name = "broken"
+
+            def server_round(self, ctx, w, state):
+                raise RuntimeError("a mistake in the user's algorithm")
+    """))
+    path = write_space(tmp_path, f"""
+        task: synthetic
+        rounds: 2
+        settings: {{n_clients: 8, clients_per_round: 4}}
+        algorithms:
+          {plugin}:Broken: {{lr: [0.01, 0.1]}}
+    """)
+    out = tmp_path / "sweep"
+    assert main(["--space", path, "--search", "grid", "--out", str(out), "--population", "1", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"sweep ended with 2 trial(s) failed (trials.csv's error column says why); run them again with: " \
+           f"python -m raycompo.tune --resume {out}" in err
+    assert "sweep stopped" not in err
+    trials = pd.read_csv(out / "trials.csv")
+    assert set(trials["status"]) == {"error"} and trials["error"].str.contains("a mistake in the user's").all()
+
+
+@pytest.mark.parametrize("extra, named", [(["--population", "4"], "--population"), (["--rounds", "5"], "--rounds"),
+                                          (["--space", "dro", "--search", "grid"], "--space, --search"),
+                                          (["--set", "tau=2"], "--set")])
+def test_resume_refuses_the_options_its_sweep_recorded(extra, named, tmp_path, capsys):
+    """They were ignored without a word; the session's own options stay allowed."""
+    assert main(["--resume", str(tmp_path / "any"), *extra, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --resume {tmp_path / 'any'} goes on with the options its sweep.json records; {named} cannot " \
+           "change there" in err
+    assert main(["--resume", str(tmp_path / "any"), "--max-concurrent", "1", "--quiet"]) == 2  # not a sweep: its own message
+    assert "no sweep there (no sweep.json)" in capsys.readouterr().err
+
+
 # --- resume -----------------------------------------------------------------------------
 
 

@@ -205,6 +205,11 @@ class Algorithm:
                               if getattr(value, "__batched_phase__", None) is not None}
         if found.get("evaluate") == "client_evaluate" and cls.client_evaluate is Algorithm.client_evaluate:
             cls.batched_phases.setdefault("evaluate", "batched_evaluate")  # the base evaluation, unchanged
+        orphans = sorted(set(cls.batched_phases) - set(found))
+        if orphans:  # it would never run: the engine runs a batched phase in place of its client phase
+            raise TypeError(f"{cls.__qualname__}: batched phase(s) {', '.join(map(repr, orphans))} without a client "
+                            f"phase of that name; a batched phase is the batched form of a client phase "
+                            f"(@raycompo.client_phase({orphans[0]!r})), which runs where it cannot batch")
 
     def __init__(self, settings: Any, task: Task):
         self.s = settings

@@ -157,10 +157,15 @@ class Shares(Mapping):
     count), each member its own length; the addressing, like a dict's keys, is not a value."""
 
     def __init__(self, clients: list[int], values: torch.Tensor, lengths: list[int]):
+        if not isinstance(values, torch.Tensor) or values.dim() != 1:
+            raise TypeError(f"Shares(clients, values, lengths): values is one 1-D tensor, the entries end to end; "
+                            f"got {f'shape {tuple(values.shape)}' if isinstance(values, torch.Tensor) else type(values).__name__}")
         self.clients = np.asarray(clients, dtype=np.int64)
         self.values = values
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.starts = np.cumsum(self.lengths) - self.lengths
+        if (self.lengths < 0).any():
+            raise ValueError(f"Shares: a client's length is at least 0, got {self.lengths[self.lengths < 0][:5].tolist()}")
         if len(self.clients) != len(self.lengths) or int(self.lengths.sum()) != values.numel():
             raise ValueError(f"{len(self.clients)} clients, {len(self.lengths)} lengths summing to "
                              f"{int(self.lengths.sum())}, {values.numel()} values")
@@ -212,7 +217,11 @@ def positions(have: np.ndarray, want: np.ndarray) -> np.ndarray:
     sorter = np.argsort(have, kind="stable")
     at = sorter[np.searchsorted(have, want, sorter=sorter).clip(max=len(have) - 1)]
     if not np.array_equal(have[at], want):
-        raise KeyError(f"no answer from client(s) {want[have[at] != want][:5].tolist()}")
+        ids, counts = np.unique(have, return_counts=True)
+        twice = f"; client(s) {ids[counts > 1][:5].tolist()} appear more than once there" if (counts > 1).any() else ""
+        raise KeyError(f"no answer from client(s) {want[have[at] != want][:5].tolist()}: not among the "
+                       f"{len(have)} held ({have[:5].tolist()}...: the members that answered, or a Shares' "
+                       f"clients){twice}")
     return at
 
 

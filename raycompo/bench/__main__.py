@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import raycompo.bench as bench
+from raycompo.errors import RaycompoError
 
 
 def resolve(name: str) -> Callable[[list[str] | None], Any]:
@@ -34,7 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     if name not in bench.BENCHMARKS:
         print(f"python -m raycompo.bench: unknown benchmark {name!r}; one of: {names}", file=sys.stderr)
         return 2
-    rc = resolve(name)(args)
+    try:
+        rc = resolve(name)(args)
+    except RaycompoError as exc:  # a setting the engine refuses (e.g. --m above --clients): its message
+        print(f"python -m raycompo.bench {name}: error: {exc}", file=sys.stderr)
+        return 2
     return rc if isinstance(rc, int) else 0
 
 

@@ -54,6 +54,7 @@ import time
 from functools import partial
 from typing import Any
 
+from raycompo.bench.arguments import positive_int
 from raycompo.bench.cohort import ALGOS, WORKLOADS
 from raycompo.configuration.config import RunConfig
 from raycompo.tasks.sampler import DEFAULT_SAMPLER
@@ -286,15 +287,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m raycompo.bench population", description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", default=list(GRIDS), choices=list(GRIDS))
     p.add_argument("--workload", default="synthetic", choices=list(WORKLOADS))
-    p.add_argument("--rounds", type=int, default=None, help="rounds per trial (default 40; 30 with --dro, 50 with --sinusoid)")
-    p.add_argument("--clients", type=int, default=200)
-    p.add_argument("--m", type=int, default=100, help="clients per round")
-    p.add_argument("--seeds", type=int, default=1, help="seeds per step size")
-    p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--rounds", type=positive_int, default=None, help="rounds per trial (default 40; 30 with --dro, 50 with --sinusoid)")
+    p.add_argument("--clients", type=positive_int, default=200)
+    p.add_argument("--m", type=positive_int, default=100, help="clients per round")
+    p.add_argument("--seeds", type=positive_int, default=1, help="seeds per step size")
+    p.add_argument("--eval-every", type=positive_int, default=10)
     p.add_argument("--sampler", default=DEFAULT_SAMPLER, choices=["randperm", "keyed"], help="as raycompo.run's")
     p.add_argument("--sweep", action="store_true", help="also the same grid as a sweep (raycompo.tune, inline), "
                    "--population 1 vs --population P, Tune's and Ray's start included")
-    p.add_argument("--population", type=int, default=8, help="P of --sweep")
+    p.add_argument("--population", type=positive_int, default=8, help="P of --sweep")
     p.add_argument("--dro", action="store_true", help="instead: FedDRO's grid of sweeps/feddro.yaml at I = 4 "
                    "(36 trials) on feddro-digits-st, alone vs as one population (--rounds 30 unless given)")
     p.add_argument("--sinusoid", action="store_true", help="instead: Local-SCGDM's gamma x alpha of "
@@ -303,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", action="store_true", help="instead: the memory of one trial alone and of "
                    "populations of 1, 2, 4, 8 trials on dro-mnist5k and synthetic, each in a subprocess")
     p.add_argument("--memory-child", nargs=2, metavar=("TASK", "P"), help=argparse.SUPPRESS)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: on a shared machine more "
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1: on a shared machine more "
                    "threads measure the other processes' load)")
     return p
 

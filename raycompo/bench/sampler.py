@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from raycompo.bench.arguments import positive_int
 from raycompo.seeding import CLIENT, fold, fold_many
 from raycompo.tasks.sampler import keyed_draw, keyed_indices
 
@@ -31,12 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--m", type=int, default=1000, help="clients drawing (default 1000)")
-    p.add_argument("--n", type=int, default=60, help="samples per client n_i (default 60)")
-    p.add_argument("--b", type=int, default=16, help="batch size b < n (default 16)")
-    p.add_argument("--steps", type=int, default=20, help="local steps drawn (default 20)")
+    p.add_argument("--m", type=positive_int, default=1000, help="clients drawing (default 1000)")
+    p.add_argument("--n", type=positive_int, default=60, help="samples per client n_i (default 60)")
+    p.add_argument("--b", type=positive_int, default=16, help="batch size b < n (default 16)")
+    p.add_argument("--steps", type=positive_int, default=20, help="local steps drawn (default 20)")
     p.add_argument(
-        "--repeats", type=int, default=5, help="timings of each, the best is printed (default 5)"
+        "--repeats", type=positive_int, default=5, help="timings of each, the best is printed (default 5)"
     )
     return p
 
@@ -52,9 +53,10 @@ def best_ms(fn: Callable[[], Any], repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if not 1 <= args.b < args.n:
-        raise SystemExit("--b must be in [1, n)")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.b < args.n:
+        parser.error(f"--b must be below --n (a draw of b of n points without replacement), got b={args.b}, n={args.n}")
     m, n, b, steps = args.m, args.n, args.b, args.steps
     prefixes = fold_many(
         np.full(m, fold(0, 0, CLIENT), dtype=np.uint64), np.arange(m, dtype=np.int64), 3

@@ -167,6 +167,11 @@ def _is_list(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
+def _is_vector(value: Any) -> bool:
+    """A 1-D numpy array (e.g. `np.arange(5)` for seeds)."""
+    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 1
+
+
 _ADMITS = {
     "int": _is_int,
     "number": _is_number,
@@ -177,7 +182,7 @@ _ADMITS = {
     "names": lambda arg, v: (isinstance(v, str) and v in arg.choices)
     or (_is_list(v) and all(isinstance(n, str) and n in arg.choices for n in v)),
     "strings": lambda arg, v: _is_list(v) and len(v) > 0 and all(_is_str(s) for s in v),
-    "seeds": lambda arg, v: _is_list(v) and len(v) > 0 and len(set(v)) == len(v)
+    "seeds": lambda arg, v: (_is_list(v) or _is_vector(v)) and len(v) > 0 and len(set(v.tolist() if _is_vector(v) else v)) == len(v)
     and all(_is_int(Arg(("int",), at_least=0), s) for s in v),
     "specs": lambda arg, v: _is_list(v) and all(_is_str(s) or isinstance(s, type) for s in v),
     "mapping": lambda arg, v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v),

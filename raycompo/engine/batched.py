@@ -173,15 +173,14 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
         cb = CohortBatch(ctxs, host.task, host.device, gathered, sizes=sizes)
         try:
             if costs is None:
-                out, new_states = fn(cb, states, payload)
+                answer = fn(cb, states, payload)
             else:
                 with metering(len(chunk)) as meter:
-                    out, new_states = fn(cb, states, payload)
+                    answer = fn(cb, states, payload)
                 calls = meter.per_row()
         finally:
             cb.close()  # the draws counted for the whole chunk, handed to its clients
-        if len(new_states) != len(chunk):
-            raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(chunk)} clients")
+        out, new_states = checked_answer(phase, fn, answer, ids)
         encoded: dict[str, list[int]] = {}
         if uplink is not None:  # the chunk's contributions compressed and clipped as one batch (engine/transforms.py)
             members = list(zip(ids, host.exchange_numbers(ids, round_)))
@@ -190,6 +189,44 @@ def run_batched(host: Any, phase: str, round_: int, items: list[tuple[int, int]]
             new_states = with_chunk_residuals(new_states, kept)
         book_chunk(host, phase, chunk, ctxs, out, new_states, reduce, result, costs, read, calls, encoded)
     return result
+
+
+def checked_answer(phase: str, fn: Any, answer: Any, ids: list[int]) -> tuple[dict[str, Any], Any]:
+    """A batched phase's answer (contributions, new states), checked against its chunk's
+    k = len(ids) members before anything is summed or kept: k states, and per key a (k, ...)
+    tensor, a list of k values or a `Shares` of exactly `ids` (a row too many or too few
+    would otherwise be summed or dropped without a word)."""
+    name = getattr(fn, "__qualname__", phase)
+    k = len(ids)
+    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], dict)):
+        raise TypeError(f"batched phase {phase!r} ({name}) returned {_shown(answer)}: it returns a pair "
+                        f"(contributions, states): a dict of the chunk's contributions and its {k} members' new states")
+    out, new_states = answer
+    if len(new_states) != k:
+        raise RuntimeError(f"batched phase {phase!r} ({name}) returned {len(new_states)} states for {k} clients")
+    for key, value in out.items():
+        if isinstance(value, Shares):
+            ok = np.array_equal(value.clients, np.asarray(ids, dtype=np.int64))
+        elif isinstance(value, torch.Tensor):
+            ok = value.dim() >= 1 and value.shape[0] == k
+        else:
+            ok = isinstance(value, list) and len(value) == k
+        if not ok:
+            raise ValueError(f"batched phase {phase!r} ({name}) answered {key!r} with {_shown(value)} for a chunk "
+                             f"of {k} clients: each contribution is a ({k}, ...) tensor (a row per member, in "
+                             f"cb.ids' order), a list of {k} values, or raycompo.Shares(cb.ids, values, lengths)")
+    return out, new_states
+
+
+def _shown(value: Any) -> str:
+    """A phase's answer (or a part of it) in a few words, for an error message."""
+    if isinstance(value, Shares):
+        return f"a Shares of {len(value.clients)} clients {value.clients[:5].tolist()}"
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
 
 
 def chunk_residuals(states: ChunkState | list[State]) -> tuple[ChunkState | list[State], Kept | list[dict[str, Any]]]:

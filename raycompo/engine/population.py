@@ -29,7 +29,7 @@ import torch
 
 from raycompo.algorithms.client_rows import ClientRows, Shares
 from raycompo.algorithms.cohort import CohortBatch, TrialValues
-from raycompo.engine.batched import book_chunk, clients_per_chunk, gather_bytes
+from raycompo.engine.batched import book_chunk, checked_answer, clients_per_chunk, gather_bytes
 from raycompo.engine.host import Host, to_device
 from raycompo.engine.ledger import MemberCosts, samples_read_many
 from raycompo.engine.pools import InlinePool
@@ -287,11 +287,10 @@ def run_chunk(hosts: list[Host], requests: list[Request], parts: list[tuple], pa
     read = samples_read_many([c.data for c in ctxs])
     try:
         with metering(len(ctxs)) as meter, buffered_products():  # to float rounding, as a population is
-            out, new_states = fn(cb, states, payload)
+            answer = fn(cb, states, payload)
     finally:
         cb.close()  # the draws counted for the whole chunk, handed to its clients
-    if len(new_states) != len(ctxs):
-        raise RuntimeError(f"batched phase {phase!r} returned {len(new_states)} states for {len(ctxs)} rows")
+    out, new_states = checked_answer(phase, fn, answer, cb.ids)
     calls = meter.per_row()
     at = 0
     for t, chunk, part_ctxs, _, _ in parts:

@@ -277,7 +277,7 @@ def evaluate(c, outcomes: dict[str, Outcome]) -> tuple[bool | None, str]:
             return False, f"{c.metric}: {wt}"
         if wv is None:
             return None, f"{c.metric}: {wt}"
-        parts, ok, overlap = [wt], True, False
+        parts, ok, overlap, no_ci = [wt], True, False, False
         for name in c.losers:
             lo = outcomes[name]
             lv, lt = _value(lo, c.metric)
@@ -288,9 +288,11 @@ def evaluate(c, outcomes: dict[str, Outcome]) -> tuple[bool | None, str]:
                 return None, f"{c.metric}: " + ", ".join(parts)
             better = wv > lv if c.mode == "max" else wv < lv
             ok &= better
-            overlap |= better and _overlap(w, lo, c.metric)
+            both = _overlap(w, lo, c.metric)
+            overlap |= better and both is True
+            no_ci |= both is None
         op = ">" if c.mode == "max" else "<"
-        note = " (95% CIs overlap)" if ok and overlap else ""
+        note = " (95% CIs overlap)" if ok and overlap else " (one seed: no 95% CI)" if ok and no_ci else ""
         return ok, f"{c.metric}: {parts[0]} {op} " + ", ".join(parts[1:]) + (" holds" if ok else " fails") + note
     if isinstance(c, Bound):
         v, t = _value(outcomes[c.variant], c.metric)
@@ -309,11 +311,12 @@ def evaluate(c, outcomes: dict[str, Outcome]) -> tuple[bool | None, str]:
     raise TypeError(c)
 
 
-def _overlap(a: Outcome, b: Outcome, metric: str) -> bool:
+def _overlap(a: Outcome, b: Outcome, metric: str) -> bool | None:
+    """Whether the two 95% CIs of `metric` overlap; None where one has no CI (one seed)."""
     ma, ha, _ = a.stat(metric)
     mb, hb, _ = b.stat(metric)
     if not (math.isfinite(ha) and math.isfinite(hb)):
-        return True  # one seed: no evidence either way
+        return None  # one seed: no evidence either way
     return abs(ma - mb) <= ha + hb
 
 

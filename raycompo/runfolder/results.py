@@ -26,6 +26,8 @@ from raycompo.runfolder.costs_file import FILE as COSTS_FILE
 from raycompo.runfolder.costs_file import CostsFile
 from raycompo.runfolder.events_file import FILE as EVENTS_FILE
 from raycompo.runfolder.events_file import EventsFile, read_events
+from raycompo.runfolder.failure import ERROR_FILE, root_error
+from raycompo.runfolder.failure import write_error as write_traceback
 from raycompo.watch.observers import Observer, Row
 from raycompo.watch.per_client import ClientMetrics
 
@@ -43,8 +45,9 @@ def plain(text: str) -> str:
 
 
 def error_line(exc: BaseException) -> str:
-    """The first line of an error's message, without colour codes (its type when empty)."""
-    text = plain(str(exc)).strip()
+    """The first line of an error's message (the worker's own error where Ray wrapped it),
+    without colour codes (its type when empty)."""
+    text = plain(str(root_error(exc))).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
@@ -452,6 +455,9 @@ class RunWriter(Observer):
 
     def finish(self, status: str, **extra: Any) -> None:
         self._close()
+        if status != "failed":  # an earlier attempt's failure, which a resume went past
+            self.config.pop("error", None)
+            (self.dir / ERROR_FILE).unlink(missing_ok=True)
         self.config.update(status=status, **extra)
         write_json_atomic(self.config_path, self.config)
 
@@ -486,6 +492,7 @@ class RunWriter(Observer):
             self.finish("failed", final=final, rounds_done=int(final.get("round", 0)), error=error_line(exc))
         except OSError as write_error:
             self.unwritten = write_error
+        write_traceback(self.dir, exc)  # the whole traceback beside it (runfolder/failure.py)
 
 
 def _events_file(folder: Path, log_events: bool, upto: int | None) -> EventsFile | None:

@@ -10,7 +10,8 @@
 Writes trials.csv (one row per trial, with the command that re-runs it),
 metrics.parquet (every round of every trial) and best.json (best settings per
 algorithm) under --out (default sweep_results/<space>-<timestamp>).
-Exit codes: 0 done, 2 bad input or missing data, 130 interrupted by Ctrl-C, 143 by SIGTERM
+Exit codes: 0 done, 1 ran to its end with trials failed (their errors in trials.csv; --resume
+runs them again), 2 bad input or missing data, 130 interrupted by Ctrl-C, 143 by SIGTERM
 (continue with --resume).
 """
 
@@ -40,6 +41,7 @@ from raycompo.watch.trackers import TRACKERS, check_trackers
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+EXIT_TRIALS_FAILED = 1
 
 
 def add_population(p: argparse.ArgumentParser) -> None:
@@ -152,8 +154,30 @@ def list_spaces() -> str:
     return "spaces:\n" + "\n".join(lines)
 
 
+RECORDED = ("space", "search", "samples", "rounds", "metric", "mode", "rank_at", "scheduler", "population", "sets",
+            "system", "budget", "algos", "backend", "hosts_per_trial", "driver_cpus", "cpus_per_actor",
+            "gpus_per_actor", "full", "data_dir", "seed", "out")
+"""The options a sweep records in its sweep.json when it starts: `--resume` goes on with those
+(the others, e.g. --max-concurrent, --stop-after, --address, are this session's)."""
+
+
+def resume_conflicts(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The recorded options given beside --resume (which would otherwise be ignored)."""
+    given = [name for name in RECORDED if getattr(args, name) != parser.get_default(name)]
+    return [f"--{name.replace('_', '-')}".replace("--sets", "--set") for name in given]
+
+
+def _refuse_conflicts(folder: str, given: list[str]) -> int:
+    print(f"error: --resume {folder} goes on with the options its sweep.json records; {', '.join(given)} cannot "
+          "change there: leave them out, or start a new sweep with them", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.resume and resume_conflicts(parser, args):
+        return _refuse_conflicts(args.resume, resume_conflicts(parser, args))
     if args.list:
         print(list_spaces())
         return 0
@@ -200,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Ray Tune's view of this run: ray.tune.ExperimentAnalysis({str(outcome.tune_path)!r})")
     if outcome.tensorboard_dir:
         print(f"TensorBoard: tensorboard --logdir {outcome.tensorboard_dir}")
+    if outcome.interrupted and not (outcome.stopped or terminated):  # it ran to its end, and trials failed
+        print(f"sweep ended with {outcome.left} trial(s) failed (trials.csv's error column says why); run them "
+              f"again with: python -m raycompo.tune --resume {store.dir}", file=sys.stderr)
+        return EXIT_TRIALS_FAILED
     if outcome.interrupted:
         print(f"sweep stopped with {outcome.left} trial(s) left; continue it with: "
               f"python -m raycompo.tune --resume {store.dir}", file=sys.stderr)

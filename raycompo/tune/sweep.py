@@ -47,6 +47,8 @@ from raycompo.configuration.backends import get_backend
 from raycompo.configuration.plugins import loaded
 from raycompo.costs.axes import COST_AXES, missing_columns, where_from
 from raycompo.errors import ConfigError
+from raycompo.runfolder.failure import root_error
+from raycompo.runfolder.results import error_line
 from raycompo.tasks.sampler import DEFAULT_SAMPLER, RECORDED_BEFORE
 from raycompo.tune.member_asha import earlier_rewards, start_rungs, stop_rungs
 from raycompo.tune.pending import pending_trials, trial_needs, trials_at_once
@@ -150,6 +152,9 @@ class SweepOutcome:
     tensorboard_dir: str | None = None
     """Where TensorBoard finds the sweep's event files, of this run and earlier ones (None:
     none written, e.g. without tensorboardX)."""
+    stopped: bool = False
+    """Stopped before its end (Ctrl-C, SIGTERM, --stop-after); `interrupted` without it:
+    the sweep ran to its end and trials failed."""
 
 
 def trial_id(meta: dict[str, Any], algo: str, point: dict[str, Any]) -> str:
@@ -492,8 +497,7 @@ def make_recorder(meta, space, store, printer, counter):
                 self._record(trial, key, status)
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            err = trial.get_error()
-            msg = str(err).strip().splitlines()[-1] if err else "error"
+            msg = trial_error(trial)
             for key in self._keys(trial):  # a population's members that had ended keep their own status
                 rows = self.rows.get(key, [])
                 ended = rows[-1].get("status") if rows and key[1] is not None else None
@@ -503,6 +507,22 @@ def make_recorder(meta, space, store, printer, counter):
                     self._record(trial, key, "error", msg[:500])
 
     return Recorder()
+
+
+def trial_error(trial: Any) -> str:
+    """A failed Tune trial's error in one line: the error its code raised (the last line of the
+    traceback Tune wrote to the trial's error file: `get_error()` is not set yet when the
+    callbacks hear of it), else Tune's; 'error' where neither can be read."""
+    path = getattr(trial, "error_file", None)
+    try:
+        text = Path(path).read_text() if path and Path(path).is_file() else ""
+    except OSError:
+        text = ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if lines:
+        return lines[-1].strip()
+    err = trial.get_error()
+    return error_line(root_error(err)) if err else "error"
 
 
 def _progress_printer(meta: dict[str, Any], total: int, stream, start: float, progress=None) -> Callable:
@@ -807,6 +827,7 @@ def _outcome(space: Space, meta: dict[str, Any], store: SweepStore, interrupted:
     best table, the trials by status, TensorBoard's folder."""
     store.forget_unfinished()
     left = sum(t["n"] for t in plan(space, meta, store).values())
+    stopped = interrupted
     interrupted = interrupted or left > 0  # Ctrl-C, --stop-after, or failed trials: --resume runs the rest
     if not interrupted:
         forget_all(store.dir)  # nothing to continue: no checkpoint folder stays (tune/trial_checkpoints.py)
@@ -816,7 +837,7 @@ def _outcome(space: Space, meta: dict[str, Any], store: SweepStore, interrupted:
     counts = store.trials()["status"].value_counts().to_dict() if store.trials_path.exists() else {}
     events = store.dir / "tune"  # TensorBoard's files of every run of the sweep (tensorboardX)
     tensorboard = str(events) if events.is_dir() and next(events.rglob("events.out.tfevents*"), None) else None
-    return SweepOutcome(store, best, interrupted, ran, table, counts, left, tune_path, tensorboard)
+    return SweepOutcome(store, best, interrupted, ran, table, counts, left, tune_path, tensorboard, stopped)
 
 
 def _stop_after_class():
