@@ -10,6 +10,7 @@ a table of the final rows. In a notebook, call `compare(...)` and show the figur
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import matplotlib
 
@@ -64,10 +65,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--backend", default="inline", choices=("inline", "ray"))
     p.add_argument("--out", default="compare.png")
     args = p.parse_args(argv)
+    out = args.out if Path(args.out).suffix else args.out + ".png"  # matplotlib's default format, named
     results = compare(args.rounds, args.seed, args.backend)
-    plot(results, args.out)
+    plot(results, out)
     print(table(results).to_string(float_format=lambda v: f"{v:.4f}"))
-    print(f"figure: {args.out}")
+    print(f"figure: {out}")
 
 
 if __name__ == "__main__":

@@ -358,6 +358,7 @@ def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, 
     `out` (.png, .pdf, .svg) when given. Raises ConfigError on bad input, e.g. a run
     without the columns of `x`."""
     check("raycompo.plot", locals(), PLOT_ARGS)
+    out = None if out is None else figure_path(out)
     if events is not None:
         return plot_events(sources, events, out=out, title=title)
     runs = read_sources(sources, all_trials=all_trials)
@@ -409,6 +410,22 @@ def plot(sources: Sequence[str | Path] | str | Path, metric: str | None = None, 
     return _finished(fig, out)
 
 
+def figure_path(out: str | Path) -> Path:
+    """The file a figure given `out` is written to: `out`, with '.png' added where it has no
+    extension (matplotlib's default, which it adds too); a ConfigError for an extension
+    matplotlib cannot write, before anything is read or drawn."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(out)
+    if not path.suffix:
+        return path.with_name(path.name + ".png")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix[1:].lower() not in formats:
+        raise ConfigError(f"--out {out}: a figure is written as one of {', '.join('.' + f for f in sorted(formats))}, "
+                          f"not {path.suffix}")
+    return path
+
+
 def _finished(fig: Any, out: str | Path | None) -> Any:
     """The figure laid out, and written to `out` (its folder made) when given."""
     fig.tight_layout()
@@ -451,6 +468,7 @@ def plot_events(sources: Sequence[str | Path] | str | Path, kind: str, *, out: s
     per client (bars, side by side for several runs). Returns the Figure; writes `out`."""
     from matplotlib.figure import Figure
 
+    out = None if out is None else figure_path(out)
     runs = read_event_runs(sources)
     applied = [(label, [r for r in rows if r["fate"] == "applied"]) for label, rows in runs]
     if not any(rows for _, rows in applied):
@@ -529,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     except RaycompoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(args.out)
+    print(figure_path(args.out))  # the file written: fig, without an extension, is fig.png
     return 0
 
 

@@ -103,3 +103,19 @@ def test_a_real_run_plots_against_the_ledgers_columns(tmp_path):
         x = _lines(raycompo.plot(tmp_path, "val_acc", x=axis))["FedAvg"]
         np.testing.assert_allclose(x, rows[columns].sum(axis=1).to_numpy())
         assert x[-1] > x[0] == 0  # cumulative, from nothing at round 0
+
+
+def test_the_figure_s_file_is_the_one_written_and_named(runs, tmp_path, capsys):
+    """--out without an extension wrote fig.png but printed `fig`; an extension matplotlib
+    cannot write was a traceback after everything was drawn."""
+    from raycompo.plot import figure_path
+
+    assert main([str(runs), "--out", str(tmp_path / "noext")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "noext.png")
+    assert (tmp_path / "noext.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main([str(runs), "--out", str(tmp_path / "fig.txt")]) == 2
+    assert "--out " + str(tmp_path / "fig.txt") + ": a figure is written as one of" in capsys.readouterr().err
+    assert not (tmp_path / "fig.txt").exists()
+    assert figure_path("a/b.svg").name == "b.svg"
+    with pytest.raises(ConfigError, match="not .docx"):
+        raycompo.plot(str(runs), out=tmp_path / "x.docx")

@@ -217,3 +217,17 @@ def test_population_and_a_tracker_are_refused(tmp_path):
     with pytest.raises(RaycompoError, match="--population"):
         reproduce("comfedl-fig3", out=tmp_path, seeds=1, rounds=1, workers=1, population=True, tracker="mlflow",
                   log=lambda s: None)
+
+
+def test_an_interrupted_reproduction_names_the_command_that_continues_it(monkeypatch, capsys):
+    """It said "the same command skips the runs already finished", but the same command is
+    refused (its folder holds runs) or starts a new folder: --resume continues."""
+    import raycompo.reproduce.__main__ as cli
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "reproduce", interrupted)
+    assert cli.main(["comfedl-fig2", "--seeds", "1", "--out", "my report", "--overwrite"]) == 130
+    assert capsys.readouterr().err.strip() == ("interrupted; continue with: python -m raycompo.reproduce comfedl-fig2 "
+                                               "--seeds 1 --out 'my report' --resume")

@@ -148,6 +148,35 @@ def test_overwrite_refuses_a_folder_with_files_that_are_not_the_runs(tmp_path, c
     assert sorted(os.listdir(folder)) == before
 
 
+@pytest.mark.parametrize("kind, make", [
+    ("a sweep (python -m raycompo.tune)", lambda f: (f / "sweep.json").write_text("{}")),
+    ("a reproduction's report", lambda f: (f / "claim.json").write_text("{}")),
+    ("run folders (a, b)", lambda f: [run(small_config("fedavg", rounds=1), out=f / n) for n in ("a", "b")]),
+])
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_run_refuses_a_folder_of_another_commands_results(tmp_path, capsys, kind, make, overwrite):
+    """A run written into a sweep's, a report's or a folder of runs hid them from `plot` and
+    `--resume` (accepted, --overwrite or not)."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    make(folder)
+    before = sorted(os.listdir(folder))
+    assert main([*CLI_ARGS, "--rounds", "1", "--out", str(folder), *overwrite]) == 2
+    assert f"{folder} holds {kind}" in _err(capsys)
+    assert sorted(os.listdir(folder)) == before
+
+
+def test_overwrite_keeps_the_trackers_stores_the_run_made(tmp_path):
+    """`--tracker mlflow` keeps mlruns/ in the run folder: --overwrite of that run was refused
+    as a folder with files that are not a run's."""
+    folder = tmp_path / "run"
+    run(small_config("fedavg", rounds=1), out=folder)
+    (folder / "mlruns").mkdir()
+    (folder / "mlruns" / "meta.yaml").write_text("kept")
+    assert main([*CLI_ARGS, "--rounds", "1", "--out", str(folder), "--overwrite"]) == 0
+    assert (folder / "mlruns" / "meta.yaml").read_text() == "kept"
+
+
 def test_a_new_run_refuses_any_remains_of_a_run(tmp_path, capsys):
     folder = tmp_path / "run"
     run(small_config("fedavg", rounds=2), out=folder, checkpoint_every=1)

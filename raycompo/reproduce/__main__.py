@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import time
@@ -215,6 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def resume_command(argv: list[str]) -> str:
+    """The command that continues an interrupted one (`argv`): with --resume (the runs
+    already finished are kept; without --out it continues the newest folder of the claim,
+    the one just made), without --overwrite (which would delete them)."""
+    kept = [a for a in argv if a not in ("--overwrite", "--resume")]
+    return shlex.join(["python", "-m", "raycompo.reproduce", *kept, "--resume"])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list or not args.name:
@@ -237,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C (130) or SIGTERM (143): finished runs are kept; run again to go on
         from raycompo.engine.signals import exit_code
 
-        print("interrupted; the same command skips the runs already finished", file=sys.stderr)
+        print(f"interrupted; continue with: {resume_command(sys.argv[1:] if argv is None else argv)}", file=sys.stderr)
         return exit_code(exc)
     return 0
 

@@ -240,7 +240,7 @@ def run_files(folder: str | Path) -> tuple[list[Path], list[str]]:
     for entry in sorted(folder.iterdir()):
         name = entry.name
         base = name[: -len(".tmp")] if name.endswith(".tmp") else name
-        if name == LOCK:
+        if name == LOCK or (name in TRACKER_FOLDERS and entry.is_dir()):
             continue
         if base in ours and (entry.is_file() or entry.is_symlink()):
             mine.append(entry)
@@ -249,13 +249,38 @@ def run_files(folder: str | Path) -> tuple[list[Path], list[str]]:
     return mine, other
 
 
+TRACKER_FOLDERS = ("mlruns", "wandb")
+"""What `--tracker mlflow` / `wandb` keep in a run folder (watch/trackers.py): the trackers'
+own stores, which a run over the folder (`--overwrite`) leaves in place and adds to."""
+
+OTHER_KINDS = {"sweep.json": "a sweep (python -m raycompo.tune)", "claim.json": "a reproduction's report "
+               "(python -m raycompo.reproduce)"}
+"""A file that marks a folder as another command's results, and what it holds."""
+
+
+def other_kind(out: Path) -> str | None:
+    """What `out` holds if it is not a run's folder but another command's results or a
+    folder of runs (which a run written over it would hide from `plot` and `--resume`)."""
+    for marker, kind in OTHER_KINDS.items():
+        if (out / marker).exists():
+            return kind
+    runs = [p.name for p in sorted(out.iterdir()) if p.is_dir() and (p / "config.json").is_file()]
+    if runs:
+        return f"run folders ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''})"
+    return None
+
+
 def prepare_folder(out: str | Path, overwrite: bool) -> None:
     """Before a new run writes `out`: refuse a folder that holds a run (unless
-    `overwrite`); with `overwrite`, remove every file of the old run (metrics, checkpoint,
-    temporaries, end-of-run files), after checking that nothing else is there."""
+    `overwrite`) or another command's results (a sweep, a report, run folders: always);
+    with `overwrite`, remove every file of the old run (metrics, checkpoint, temporaries,
+    end-of-run files), after checking that nothing else is there."""
     out = Path(out)
     if not out.is_dir():
         return
+    kind = other_kind(out)
+    if kind is not None:
+        raise ConfigError(f"{out} holds {kind}, not a run; a run writes a folder of its own: choose another --out")
     mine, other = run_files(out)
     if not mine:
         return
