@@ -294,26 +294,35 @@ class _Stop(Exception):
     pass
 
 
-def test_no_address_starts_a_private_local_ray_on_loopback(monkeypatch):
+def _what_ray_init_sees(monkeypatch, *args, **kwargs) -> dict:
+    """ensure_ray(*args, **kwargs) up to its ray.init: the arguments it passes, and Ray's
+    single-machine switch (`flag`, `env`) at that moment."""
     import ray
     from ray._private import ray_constants
 
-    seen = {}
+    seen: dict = {}
 
-    def fake_init(**kwargs):
-        seen.update(kwargs, flag=ray_constants.ENABLE_RAY_CLUSTER, env=os.environ.get(ray_start.LOCAL_ONLY_ENV))
+    def fake_init(**given):
+        seen.update(given, flag=ray_constants.ENABLE_RAY_CLUSTER, env=os.environ.get(ray_start.LOCAL_ONLY_ENV))
         raise _Stop
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", fake_init)
-    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
-    flag = ray_constants.ENABLE_RAY_CLUSTER
     old_term = signal.getsignal(signal.SIGTERM)
     try:
         with pytest.raises(_Stop):
-            ray_start.ensure_ray(None, include_dashboard=False, num_cpus=0.5)
+            ray_start.ensure_ray(*args, **kwargs)
     finally:
         signal.signal(signal.SIGTERM, old_term)
+    return seen
+
+
+def test_no_address_starts_a_private_local_ray_on_loopback(monkeypatch):
+    from ray._private import ray_constants
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
+    flag = ray_constants.ENABLE_RAY_CLUSTER
+    seen = _what_ray_init_sees(monkeypatch, None, include_dashboard=False, num_cpus=0.5)
     assert seen["address"] == "local" and seen["num_cpus"] == 0.5
     assert seen["_node_ip_address"] == "127.0.0.1" and seen["dashboard_host"] == "127.0.0.1"
     assert seen["flag"] is False and seen["env"] == "0"
@@ -328,26 +337,12 @@ def test_joining_a_loopback_cluster_keeps_this_driver_on_loopback(monkeypatch, a
     node IP stays 127.0.0.1 (Ray would rewrite it to the machine's outside address, where
     the cluster cannot reach it, and ray.init then waits for minutes); other addresses are
     joined as Ray resolves them."""
-    import ray
     from ray._private import ray_constants
 
-    seen = {}
-
-    def fake_init(**kwargs):
-        seen.update(kwargs, flag=ray_constants.ENABLE_RAY_CLUSTER, env=os.environ.get(ray_start.LOCAL_ONLY_ENV))
-        raise _Stop
-
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", fake_init)
     monkeypatch.setattr(ray_start, "wait_for_address", lambda address, timeout_s: None)
     monkeypatch.delenv(ray_start.LOCAL_ONLY_ENV, raising=False)
     flag = ray_constants.ENABLE_RAY_CLUSTER
-    old_term = signal.getsignal(signal.SIGTERM)
-    try:
-        with pytest.raises(_Stop):
-            ray_start.ensure_ray(address)
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
+    seen = _what_ray_init_sees(monkeypatch, address)
     assert seen["address"] == address
     if loopback:
         assert seen["_node_ip_address"] == "127.0.0.1" and seen["flag"] is False and seen["env"] == "0"
