@@ -43,7 +43,7 @@ class FedProx(raycompo.Algorithm):
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--address", default=None, help="a Ray cluster to join (default: start a local one)")
     args = p.parse_args()

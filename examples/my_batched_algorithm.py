@@ -10,6 +10,7 @@ computes, client by client, what the per-client phase computes: the k clients' m
 the rows of w, and `cb.loss_grad` gives each row's gradient on that client's own seeded batch.
 """
 
+import argparse
 from dataclasses import dataclass
 
 import raycompo
@@ -45,6 +46,7 @@ class BatchedFedProx(raycompo.Algorithm):
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help
     settings = {"clients_per_round": 20, "n_clients": 50}  # the task's own lr (0.01), tau (20), batch (10)
     rows = {v: raycompo.run("synthetic", BatchedFedProx, rounds=5, settings=settings, vectorize=v).metrics
             for v in ("off", "on")}

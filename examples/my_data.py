@@ -9,6 +9,8 @@ your arrays. From the command line, name the class like any task:
 or run this file for a FedAvg run from Python: python examples/my_data.py
 """
 
+import argparse
+
 from sklearn.datasets import load_digits
 
 import raycompo
@@ -26,6 +28,7 @@ Digits = raycompo.task_from_arrays(
 )
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()  # --help
     result = raycompo.run(Digits, "fedavg", rounds=20, settings={"lr": 0.5})
     print(result.metrics[["round", "train_loss", "val_acc", "val_acc_worst"]].tail(3).to_string(index=False))
     print("partition:", {k: result.config["partition"][k] for k in ("partitioner", "params", "seed")})

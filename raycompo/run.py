@@ -19,7 +19,7 @@ import argparse
 import sys
 from typing import Any
 
-from raycompo.configuration.config import BACKENDS, RunConfig, resolve
+from raycompo.configuration.config import BACKENDS, RunConfig, check_types, resolve
 from raycompo.costs.budget import BUDGET_KEYS, parse_budget
 from raycompo.errors import ConfigError, RaycompoError
 from raycompo.settings import parse_sets
@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
         else:
             cfg = config_from_args(args)
+        check_types(cfg)  # a resumed config.json is untrusted: before its threads are set
         if cfg.threads:  # the run's own (a resume: the run's recorded number), before its data is built
             import torch
 

@@ -34,6 +34,20 @@ def test_every_example_is_tested():
     assert {p.name for p in EXAMPLES.iterdir() if p.suffix in (".py", ".yaml")} <= tested
 
 
+@pytest.mark.parametrize("script", ["my_data.py", "my_batched_algorithm.py", "compare.py", "main_class.py"])
+def test_a_script_s_help_is_its_docstring_and_runs_nothing(script, monkeypatch, capsys):
+    """`python examples/my_data.py --help` ran its 20 rounds (and my_batched_algorithm.py both
+    of its paths): a script's --help prints its usage and description, and exits."""
+    monkeypatch.setattr(sys, "argv", [script, "--help"])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(EXAMPLES / script), run_name="__main__")
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: {script}")
+    first = (EXAMPLES / script).read_text().split('"""')[1].strip().splitlines()[0]
+    assert first in out
+
+
 def test_algorithm_example_from_the_cli(tmp_path):
     from raycompo.run import main
 

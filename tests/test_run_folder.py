@@ -177,6 +177,17 @@ def test_overwrite_keeps_the_trackers_stores_the_run_made(tmp_path):
     assert (folder / "mlruns" / "meta.yaml").read_text() == "kept"
 
 
+@pytest.mark.parametrize("field, value", [("threads", "two"), ("threads", 1.5), ("seed", "0")])
+def test_resume_of_a_hand_edited_config_is_refused_before_any_of_it_is_used(tmp_path, capsys, field, value):
+    """`"threads": "two"` reached torch.set_num_threads: `run failed: RuntimeError` (exit 1)
+    and a --resume hint that failed the same way."""
+    _cut(tmp_path / "cut")
+    path = tmp_path / "cut" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
+    assert main(["--resume", str(tmp_path / "cut")]) == 2
+    assert f"the run's configuration: {field} must be" in _err(capsys)
+
+
 def test_a_new_run_refuses_any_remains_of_a_run(tmp_path, capsys):
     folder = tmp_path / "run"
     run(small_config("fedavg", rounds=2), out=folder, checkpoint_every=1)

@@ -304,6 +304,12 @@ FIELD_TYPES = {
 """The type of each RunConfig field (raycompo.configuration.arguments), checked by `resolve`."""
 
 
+def check_types(cfg: RunConfig) -> None:
+    """ConfigError unless every field has its type (`FIELD_TYPES`): a config.json edited by
+    hand is refused before any of it is used (e.g. its `threads` set)."""
+    check("the run's configuration", dataclasses.asdict(cfg), FIELD_TYPES)
+
+
 def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
     """Look up the task and algorithm, check that they fit, and build their settings: the
     task's paper defaults for algorithm settings first, then the user's overrides.
@@ -315,7 +321,7 @@ def resolve(cfg: RunConfig, check_clients: bool = True) -> Resolved:
 
     # Types first (a config.json read from disk is untrusted); the ranges below say the same
     # as the command line's checks.
-    check("the run's configuration", dataclasses.asdict(cfg), FIELD_TYPES)
+    check_types(cfg)
     require(cfg.rounds >= 1, f"rounds must be >= 1, got {cfg.rounds}")
     require(cfg.backend in BACKENDS, f"unknown backend {cfg.backend!r}; choose one of: {', '.join(BACKENDS)}")
     require(cfg.clients_per_actor is None or cfg.clients_per_actor >= 1, f"clients_per_actor must be >= 1, got {cfg.clients_per_actor}")
